@@ -1,0 +1,227 @@
+// Package agents defines the contract every fence agent implements and the
+// registry through which agents are found by name.
+//
+// An agent drives one fencing device (a BMC, a PDU, a fabric switch, an
+// external FenceAgentAPI program) for one target (the plug: an outlet, a
+// system id, a port list). The stonith engine owns deadlines and retries;
+// agents own the device protocol and the read-back of the state they set.
+package agents
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+)
+
+// State is a power or fabric state as read back from a device.
+type State int
+
+const (
+	// StateUnknown means the device answered but the state could not be
+	// interpreted, or the device was not asked.
+	StateUnknown State = iota
+	// StateOn means the target is powered (or its fabric ports are zoned in).
+	StateOn
+	// StateOff means the target is powered off (or cut out of the fabric).
+	StateOff
+)
+
+func (s State) String() string {
+	switch s {
+	case StateOn:
+		return "on"
+	case StateOff:
+		return "off"
+	default:
+		return "unknown"
+	}
+}
+
+// Agent controls one target through one device.
+//
+// Contract:
+//   - Implementations are safe for concurrent use, but the stonith engine
+//     never runs two operations on the same target at once.
+//   - Every method may block on the network; it must return when ctx is done.
+//   - Off returns nil only after the device has been read back as off: a
+//     command that was merely accepted is not success. On and Reboot likewise
+//     confirm by read-back (Reboot is off, confirmed off, then on).
+//   - Errors are classified with Failed or Unknown (see Error): "failed"
+//     means the device refused, or was read back in the wrong state, so the
+//     target's state did not change because of us; "outcome unknown" means a
+//     command may have been sent and we could not learn what happened (a
+//     timeout after sending off, a dropped connection). Callers must treat
+//     unknown as not fenced.
+//   - Secrets (passwords, communities, keys) never appear in errors or logs.
+type Agent interface {
+	Off(ctx context.Context) error
+	On(ctx context.Context) error
+	Reboot(ctx context.Context) error
+	Status(ctx context.Context) (State, error)
+}
+
+// Lister is implemented by agents that can enumerate their device's ports
+// (outlets, systems, plugs): the FenceAgentAPI "list" action.
+type Lister interface {
+	List(ctx context.Context) ([]Port, error)
+}
+
+// Monitor is implemented by agents that can check the device is reachable and
+// accepts our credentials without touching the target: "monitor".
+type Monitor interface {
+	Monitor(ctx context.Context) error
+}
+
+// Closer is implemented by agents that hold connections between calls.
+type Closer interface {
+	Close() error
+}
+
+// Port is one entry of a device's port list.
+type Port struct {
+	ID    string `json:"id"`
+	Alias string `json:"alias,omitempty"`
+}
+
+// ErrFailed and ErrOutcomeUnknown are the two kinds of agent error; match
+// them with errors.Is.
+var (
+	ErrFailed         = errors.New("failed")
+	ErrOutcomeUnknown = errors.New("outcome unknown")
+	// ErrAuth marks an authentication failure; it is also ErrFailed.
+	ErrAuth = errors.New("authentication failed")
+)
+
+// Error is an agent error with its operation and kind.
+type Error struct {
+	Op      string // e.g. "ipmi 127.0.0.1:623: chassis control"
+	Unknown bool   // outcome unknown rather than failed
+	Auth    bool   // authentication rejected (implies failed)
+	Err     error
+}
+
+func (e *Error) Error() string {
+	kind := "failed"
+	if e.Unknown {
+		kind = "outcome unknown"
+	}
+	if e.Err == nil {
+		return e.Op + ": " + kind
+	}
+	return fmt.Sprintf("%s: %s: %v", e.Op, kind, e.Err)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is lets errors.Is(err, ErrFailed) and errors.Is(err, ErrOutcomeUnknown) work.
+func (e *Error) Is(target error) bool {
+	switch target {
+	case ErrOutcomeUnknown:
+		return e.Unknown
+	case ErrFailed:
+		return !e.Unknown
+	case ErrAuth:
+		return e.Auth
+	}
+	return false
+}
+
+// Failed wraps err as a failure of op.
+func Failed(op string, err error) error { return &Error{Op: op, Err: err} }
+
+// Unknown wraps err as an outcome-unknown error of op.
+func Unknown(op string, err error) error { return &Error{Op: op, Unknown: true, Err: err} }
+
+// AuthFailed wraps err as an authentication failure of op.
+func AuthFailed(op string, err error) error { return &Error{Op: op, Auth: true, Err: err} }
+
+// IsUnknown reports whether err means the outcome is unknown. Errors that are
+// not classified at all are treated as unknown: that is the safe reading.
+func IsUnknown(err error) bool {
+	if err == nil {
+		return false
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Unknown
+	}
+	return true
+}
+
+// Param describes one parameter of an agent, as fence-agents metadata does.
+type Param struct {
+	Name        string
+	Description string
+	// Type is "string", "boolean", "integer" or "second".
+	Type     string
+	Default  string
+	Required bool
+	// Secret parameters are never logged, printed or put on a command line.
+	Secret bool
+	// Deprecated names still accepted for this parameter (fence-agents aliases).
+	Aliases []string
+}
+
+// Kind is a registered agent type.
+type Kind struct {
+	Name        string // "ipmi", "redfish", ...
+	Description string // one line, shown in metadata
+	Params      []Param
+	// New builds an agent for one target from its parameters (the device's
+	// parameters merged with the target's plug). It validates the
+	// parameters and must not touch the network.
+	New func(p Params, log *slog.Logger) (Agent, error)
+}
+
+// Registry maps agent names to kinds.
+type Registry struct {
+	mu    sync.RWMutex
+	kinds map[string]*Kind
+}
+
+// NewRegistry returns an empty registry; tests build their own.
+func NewRegistry() *Registry { return &Registry{kinds: map[string]*Kind{}} }
+
+// Default is the registry built-in agents add themselves to from init.
+var Default = NewRegistry()
+
+// Register adds k. A duplicate or empty name is a programming error and
+// panics at start-up.
+func (r *Registry) Register(k Kind) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if k.Name == "" || k.New == nil {
+		panic("agents: Register with empty name or nil New")
+	}
+	if _, dup := r.kinds[k.Name]; dup {
+		panic("agents: duplicate agent " + k.Name)
+	}
+	kk := k
+	r.kinds[k.Name] = &kk
+}
+
+// Register adds k to the Default registry.
+func Register(k Kind) { Default.Register(k) }
+
+// Lookup returns the kind named name.
+func (r *Registry) Lookup(name string) (*Kind, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	k, ok := r.kinds[name]
+	return k, ok
+}
+
+// Names lists registered agent names, sorted.
+func (r *Registry) Names() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	names := make([]string, 0, len(r.kinds))
+	for n := range r.kinds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}

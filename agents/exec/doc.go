@@ -1,0 +1,2 @@
+// Package exec runs external FenceAgentAPI programs as fence agents.
+package exec

@@ -1,0 +1,2 @@
+// Package ipmi is the IPMI fence agent (go-ipmi, lanplus).
+package ipmi

@@ -1,0 +1,162 @@
+package agents
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Params are an agent's parameters as name=value strings, the way the
+// FenceAgentAPI passes them. Names are the fence-agents names (ip, ipport,
+// username, password, plug, ...).
+type Params map[string]string
+
+// Get returns the value of name, or of the first alias set.
+func (p Params) Get(name string, aliases ...string) (string, bool) {
+	if v, ok := p[name]; ok {
+		return v, true
+	}
+	for _, a := range aliases {
+		if v, ok := p[a]; ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// String returns name's value or def.
+func (p Params) String(name, def string) string {
+	if v, ok := p[name]; ok && v != "" {
+		return v
+	}
+	return def
+}
+
+// Bool parses name as a fence-agents boolean ("1", "true", "yes", "on" or an
+// empty value meaning the flag was given).
+func (p Params) Bool(name string, def bool) (bool, error) {
+	v, ok := p[name]
+	if !ok {
+		return def, nil
+	}
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "", "1", "true", "yes", "on":
+		return true, nil
+	case "0", "false", "no", "off":
+		return false, nil
+	}
+	return false, fmt.Errorf("parameter %s: %q is not a boolean", name, v)
+}
+
+// Int parses name as an integer.
+func (p Params) Int(name string, def int) (int, error) {
+	v, ok := p[name]
+	if !ok || v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil {
+		return 0, fmt.Errorf("parameter %s: %q is not an integer", name, v)
+	}
+	return n, nil
+}
+
+// Seconds parses name as a duration: a number of seconds (fence-agents
+// style, fractions allowed) or a Go duration ("500ms").
+func (p Params) Seconds(name string, def time.Duration) (time.Duration, error) {
+	v, ok := p[name]
+	if !ok || v == "" {
+		return def, nil
+	}
+	v = strings.TrimSpace(v)
+	if f, err := strconv.ParseFloat(v, 64); err == nil {
+		if f < 0 {
+			return 0, fmt.Errorf("parameter %s: %q is negative", name, v)
+		}
+		return time.Duration(f * float64(time.Second)), nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("parameter %s: %q is not a duration in seconds", name, v)
+	}
+	return d, nil
+}
+
+// Secret resolves a secret parameter: the value of name itself, else the
+// first line of the file named by name+"_file", else the first line printed
+// by the command in name+"_script" (run without a shell argument list being
+// visible to other users: the script is run through /bin/sh -c). Errors name
+// the parameter and the file, never the secret.
+func (p Params) Secret(ctx context.Context, name string) (string, error) {
+	if v, ok := p[name]; ok {
+		return v, nil
+	}
+	if f, ok := p[name+"_file"]; ok && f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return "", fmt.Errorf("parameter %s_file: %w", name, err)
+		}
+		return firstLine(string(b)), nil
+	}
+	if s, ok := p[name+"_script"]; ok && s != "" {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, "/bin/sh", "-c", s).Output()
+		if err != nil {
+			return "", fmt.Errorf("parameter %s_script: %w", name, err)
+		}
+		return firstLine(string(out)), nil
+	}
+	return "", nil
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return strings.TrimRight(s, "\r")
+}
+
+// Check verifies p against the declared parameters: required ones present
+// (a secret counts as present through its _file or _script form), no unknown
+// names. It reports every problem at once.
+func Check(p Params, decl []Param) []error {
+	known := map[string]bool{"action": true, "nodename": true, "plug": true, "port": true}
+	var errs []error
+	for _, d := range decl {
+		known[d.Name] = true
+		for _, a := range d.Aliases {
+			known[a] = true
+		}
+		if d.Secret {
+			known[d.Name+"_file"] = true
+			known[d.Name+"_script"] = true
+		}
+		if !d.Required {
+			continue
+		}
+		if _, ok := p.Get(d.Name, d.Aliases...); ok {
+			continue
+		}
+		if d.Secret && (p[d.Name+"_file"] != "" || p[d.Name+"_script"] != "") {
+			continue
+		}
+		errs = append(errs, fmt.Errorf("parameter %s: required", d.Name))
+	}
+	var unknown []string
+	for name := range p {
+		if !known[name] {
+			unknown = append(unknown, name)
+		}
+	}
+	sort.Strings(unknown)
+	for _, name := range unknown {
+		errs = append(errs, fmt.Errorf("parameter %s: unknown", name))
+	}
+	return errs
+}

@@ -1,0 +1,2 @@
+// Package pdu is the SNMP PDU outlet fence agent.
+package pdu

@@ -1,0 +1,2 @@
+// Package redfish is the Redfish fence agent (gofish).
+package redfish

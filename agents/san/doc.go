@@ -1,0 +1,2 @@
+// Package san is the fabric-zoning fence agent.
+package san
