@@ -61,7 +61,9 @@ type pduAddr struct {
 func (p *pduAddr) String() string { return net.JoinHostPort(p.host, strconv.Itoa(int(p.port))) }
 
 // op names the PDU and the target's outlets on it, for errors.
-func (p *pduAddr) op() string { return "pdu " + p.String() + " outlets " + strings.Join(p.outlets, ",") }
+func (p *pduAddr) op() string {
+	return "pdu " + p.String() + " outlets " + strings.Join(p.outlets, ",")
+}
 
 type config struct {
 	pdus          []*pduAddr
