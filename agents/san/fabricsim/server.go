@@ -67,14 +67,14 @@ func (f *Fabric) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.serveLogin(w, r)
 		return
 	case path == "/rest/logout" && r.Method == http.MethodPost:
-		if !f.logout(r.Header.Get("Authorization")) {
+		if !f.logout(strings.TrimPrefix(r.Header.Get("Authorization"), tokPrefix)) {
 			writeErr(w, unauthorized())
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	tok := r.Header.Get("Authorization")
+	tok := strings.TrimPrefix(r.Header.Get("Authorization"), tokPrefix)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s := f.sessions[tok]

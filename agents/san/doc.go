@@ -1,2 +1,0 @@
-// Package san is the fabric-zoning fence agent.
-package san
