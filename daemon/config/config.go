@@ -1,0 +1,211 @@
+// Package config is fenced's configuration: the YAML schema, its defaults
+// (in one place, Default), strict decoding, and a pure Validate that reports
+// every problem at once with its path and line.
+package config
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is the whole configuration file.
+type Config struct {
+	// Version of the file format; must be 1.
+	Version int     `yaml:"version"`
+	Cluster Cluster `yaml:"cluster"`
+	// Node is this node's name; usually given by --node or taken from the
+	// hostname instead.
+	Node  string `yaml:"node,omitempty"`
+	Nodes []Node `yaml:"nodes"`
+	// Timing of leases, heartbeats and fencing.
+	Timing  Timing            `yaml:"timing"`
+	DataDir string            `yaml:"data_dir"`
+	API     API               `yaml:"api"`
+	Gossip  Gossip            `yaml:"gossip"`
+	Devices map[string]Device `yaml:"devices"`
+	Storage Storage           `yaml:"storage"`
+	// Watchdog used to self-fence when a demotion cannot finish in time.
+	Watchdog Watchdog `yaml:"watchdog"`
+	Metrics  Metrics  `yaml:"metrics"`
+	History  History  `yaml:"history"`
+
+	// lines maps a path ("nodes[1].gossip") to its line in the file.
+	lines map[string]int
+	file  string
+}
+
+// Cluster names the cluster.
+type Cluster struct {
+	Name string `yaml:"name"`
+	// AllowEvenNodes accepts an even number of voting nodes. An even count
+	// tolerates no more failures than the odd count below it and can split
+	// evenly, so it is refused unless explicitly asked for.
+	AllowEvenNodes bool `yaml:"allow_even_nodes"`
+}
+
+// Node is one configured (voting) node.
+type Node struct {
+	Name string `yaml:"name"`
+	// Gossip is the memberlist bind address, host:port.
+	Gossip string `yaml:"gossip"`
+	// Raft is the consensus transport address, host:port.
+	Raft string `yaml:"raft"`
+	// Fence is this node's fence topology: levels tried in order; every
+	// device of a level must succeed for the level to succeed.
+	Fence []Level `yaml:"fence"`
+}
+
+// Level is one fence level.
+type Level struct {
+	Devices []DeviceRef `yaml:"devices"`
+}
+
+// DeviceRef is one device of a level with the target's mapping on it.
+type DeviceRef struct {
+	Device string `yaml:"device"`
+	// Plug is the target on that device: an outlet, a system id, WWPNs.
+	Plug string `yaml:"plug,omitempty"`
+	// Params override the device's parameters for this target.
+	Params map[string]string `yaml:"params,omitempty"`
+}
+
+// Device is a fencing device: an agent and its parameters.
+type Device struct {
+	Agent  string            `yaml:"agent"`
+	Params map[string]string `yaml:"params"`
+	// Timeout for one action including its read-back; 0 = timing.fence_timeout.
+	Timeout Duration `yaml:"timeout"`
+	// Retries of a failed action before the level is given up.
+	Retries int `yaml:"retries"`
+}
+
+// Timing holds the lease parameters. See Validate for the relations.
+type Timing struct {
+	// Heartbeat is how often the primary re-confirms its majority.
+	Heartbeat Duration `yaml:"heartbeat"`
+	// Lease is how long one confirmation lets the primary act.
+	Lease Duration `yaml:"lease"`
+	// Margin absorbs clock-rate differences and scheduling delays: the
+	// holder stops at lease−margin, a successor waits lease+margin.
+	Margin Duration `yaml:"margin"`
+	// Grace is the time a demotion (stop, unmount, release) may take before
+	// the node self-fences.
+	Grace Duration `yaml:"grace"`
+	// FenceTimeout bounds one device action with its read-back.
+	FenceTimeout Duration `yaml:"fence_timeout"`
+}
+
+// API is the local control socket.
+type API struct {
+	Socket string `yaml:"socket"`
+	// Group that may use the socket (mode 0660); empty keeps the daemon's.
+	Group string `yaml:"group"`
+}
+
+// Gossip configures memberlist.
+type Gossip struct {
+	// KeyFile holds a base64 AES key (16, 24 or 32 bytes) that encrypts gossip.
+	KeyFile string `yaml:"key_file"`
+}
+
+// Storage is what the primary runs: a mount and/or hook programs.
+type Storage struct {
+	Mount *Mount `yaml:"mount,omitempty"`
+	Hooks Hooks  `yaml:"hooks"`
+	// MonitorInterval is how often the monitor hook or mount check runs.
+	MonitorInterval Duration `yaml:"monitor_interval"`
+}
+
+// Mount is a filesystem mount.
+type Mount struct {
+	Device     string `yaml:"device"`
+	Mountpoint string `yaml:"mountpoint"`
+	FSType     string `yaml:"fstype"`
+	Options    string `yaml:"options"`
+}
+
+// Hooks are executables run with FENCED_EPOCH, FENCED_NODE and
+// FENCED_PREVIOUS_HOLDER in their environment.
+type Hooks struct {
+	Start   string `yaml:"start"`
+	Stop    string `yaml:"stop"`
+	Monitor string `yaml:"monitor"`
+}
+
+// Watchdog selects the self-fence path.
+type Watchdog struct {
+	// Device is a watchdog device such as /dev/watchdog; empty disables it,
+	// in which case a stuck demotion makes the process exit hard instead.
+	Device string `yaml:"device"`
+}
+
+// Metrics configures the Prometheus endpoint; off when Listen is empty.
+type Metrics struct {
+	Listen string `yaml:"listen"`
+}
+
+// History bounds the replicated fence history.
+type History struct {
+	Limit int `yaml:"limit"`
+}
+
+// Default returns the configuration every file starts from.
+func Default() *Config {
+	return &Config{
+		Timing: Timing{
+			Heartbeat:    Duration(250 * time.Millisecond),
+			Lease:        Duration(3 * time.Second),
+			Margin:       Duration(500 * time.Millisecond),
+			Grace:        Duration(2 * time.Second),
+			FenceTimeout: Duration(20 * time.Second),
+		},
+		DataDir: "/var/lib/fenced",
+		API:     API{Socket: "/run/fenced/fenced.sock"},
+		Storage: Storage{MonitorInterval: Duration(2 * time.Second)},
+		History: History{Limit: 1000},
+	}
+}
+
+// Duration is a time.Duration written as "250ms", "3s".
+type Duration time.Duration
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// UnmarshalYAML parses a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: want a duration such as \"3s\"", n.Line)}}
+	}
+	v, err := time.ParseDuration(strings.TrimSpace(n.Value))
+	if err != nil {
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %q is not a duration (want e.g. \"250ms\", \"3s\")", n.Line, n.Value)}}
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML writes d as a duration string.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// Majority is the number of votes a primary needs: a majority of the
+// configured nodes, never of the nodes currently seen.
+func (c *Config) Majority() int { return len(c.Nodes)/2 + 1 }
+
+// NodeByName returns the configured node called name.
+func (c *Config) NodeByName(name string) (*Node, bool) {
+	for i := range c.Nodes {
+		if c.Nodes[i].Name == name {
+			return &c.Nodes[i], true
+		}
+	}
+	return nil, false
+}
+
+// File is the path the config was loaded from ("" if parsed from bytes).
+func (c *Config) File() string { return c.file }

@@ -1,0 +1,307 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fenced/fenced/agents"
+)
+
+var reName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._-]{0,62}$`)
+
+// MinMarginFraction is the smallest margin allowed, as a fraction of the
+// lease. Quartz clocks drift by well under 0.1 %; the rest of the margin
+// covers scheduling delays between reading the clock and acting on it.
+const MinMarginFraction = 20 // margin ≥ lease/20
+
+// Validate checks c and returns every problem found, or nil. It is pure:
+// it reads no files and opens no sockets. reg resolves device agents and
+// their declared parameters; nil skips those checks.
+func (c *Config) Validate(reg *agents.Registry) Problems {
+	v := &validator{c: c}
+	if c.Version != 1 {
+		if c.Version == 0 {
+			v.add("version", "required: must be 1")
+		} else {
+			v.add("version", "unsupported version %d (this fenced reads version 1)", c.Version)
+		}
+	}
+	if c.Cluster.Name == "" {
+		v.add("cluster.name", "required")
+	} else if !reName.MatchString(c.Cluster.Name) {
+		v.add("cluster.name", "%q: use letters, digits, '.', '_' and '-'", c.Cluster.Name)
+	}
+	v.nodes(reg)
+	v.timing()
+	if c.DataDir == "" {
+		v.add("data_dir", "required")
+	} else if !filepath.IsAbs(c.DataDir) {
+		v.add("data_dir", "%q must be an absolute path", c.DataDir)
+	}
+	if c.API.Socket == "" {
+		v.add("api.socket", "required")
+	} else if !filepath.IsAbs(c.API.Socket) {
+		v.add("api.socket", "%q must be an absolute path", c.API.Socket)
+	}
+	if c.Gossip.KeyFile != "" && !filepath.IsAbs(c.Gossip.KeyFile) {
+		v.add("gossip.key_file", "%q must be an absolute path", c.Gossip.KeyFile)
+	}
+	v.devices(reg)
+	v.storage()
+	if c.Watchdog.Device != "" && !filepath.IsAbs(c.Watchdog.Device) {
+		v.add("watchdog.device", "%q must be an absolute path", c.Watchdog.Device)
+	}
+	if c.Metrics.Listen != "" {
+		if _, _, err := splitHostPort(c.Metrics.Listen); err != nil {
+			v.add("metrics.listen", "%v", err)
+		}
+	}
+	if c.History.Limit < 1 {
+		v.add("history.limit", "must be at least 1, got %d", c.History.Limit)
+	}
+	if len(v.ps) == 0 {
+		return nil
+	}
+	return v.ps.sorted()
+}
+
+type validator struct {
+	c  *Config
+	ps Problems
+}
+
+func (v *validator) add(path, format string, args ...any) {
+	v.ps = append(v.ps, Problem{File: v.c.file, Line: v.c.line(path), Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (v *validator) nodes(reg *agents.Registry) {
+	c := v.c
+	switch n := len(c.Nodes); {
+	case n == 0:
+		v.add("nodes", "required: list the cluster's nodes")
+	case n%2 == 0 && !c.Cluster.AllowEvenNodes:
+		v.add("nodes", "%d voting nodes: an even count tolerates no more failures than %d and can split evenly; use an odd count or set cluster.allow_even_nodes: true", n, n-1)
+	}
+	names := map[string]string{}
+	addrs := map[string]string{}
+	for i, n := range c.Nodes {
+		p := fmt.Sprintf("nodes[%d]", i)
+		switch {
+		case n.Name == "":
+			v.add(p+".name", "required")
+		case !reName.MatchString(n.Name):
+			v.add(p+".name", "%q: use letters, digits, '.', '_' and '-'", n.Name)
+		case names[n.Name] != "":
+			v.add(p+".name", "duplicate node name %q (also %s)", n.Name, names[n.Name])
+		default:
+			names[n.Name] = p
+		}
+		for _, a := range []struct{ key, val string }{{"gossip", n.Gossip}, {"raft", n.Raft}} {
+			ap := p + "." + a.key
+			if a.val == "" {
+				v.add(ap, "required: host:port")
+				continue
+			}
+			host, port, err := splitHostPort(a.val)
+			if err != nil {
+				v.add(ap, "%v", err)
+				continue
+			}
+			key := net.JoinHostPort(host, strconv.Itoa(port))
+			if other := addrs[key]; other != "" {
+				v.add(ap, "address %s already used by %s", a.val, other)
+				continue
+			}
+			addrs[key] = ap
+		}
+		for li, l := range n.Fence {
+			lp := fmt.Sprintf("%s.fence[%d].devices", p, li)
+			if len(l.Devices) == 0 {
+				v.add(lp, "a level needs at least one device")
+			}
+			for di, d := range l.Devices {
+				dp := fmt.Sprintf("%s[%d]", lp, di)
+				dev, ok := c.Devices[d.Device]
+				switch {
+				case d.Device == "":
+					v.add(dp+".device", "required")
+				case !ok:
+					v.add(dp+".device", "unknown device %q (defined: %s)", d.Device, strings.Join(sortedKeys(c.Devices), ", "))
+				default:
+					v.params(dp, dev.Agent, merge(dev.Params, d), reg)
+				}
+			}
+		}
+	}
+}
+
+func (v *validator) timing() {
+	t := v.c.Timing
+	pos := func(name string, d Duration) bool {
+		if d <= 0 {
+			v.add("timing."+name, "must be > 0, got %s", d)
+			return false
+		}
+		return true
+	}
+	ok := pos("heartbeat", t.Heartbeat)
+	ok = pos("lease", t.Lease) && ok
+	ok = pos("margin", t.Margin) && ok
+	ok = pos("grace", t.Grace) && ok
+	pos("fence_timeout", t.FenceTimeout)
+	if !ok {
+		return
+	}
+	if t.Heartbeat >= t.Lease {
+		v.add("timing.heartbeat", "%s must be less than timing.lease (%s)", t.Heartbeat, t.Lease)
+	}
+	if t.Grace >= t.Lease {
+		v.add("timing.grace", "%s must be less than timing.lease (%s)", t.Grace, t.Lease)
+	}
+	if min := t.Lease / MinMarginFraction; t.Margin < min {
+		v.add("timing.margin", "%s is too small for clock drift and scheduling delays: at least lease/%d = %s", t.Margin, MinMarginFraction, time.Duration(min))
+	}
+	if t.Margin*2 >= t.Lease {
+		v.add("timing.margin", "%s must be less than half of timing.lease (%s)", t.Margin, t.Lease)
+	} else if t.Heartbeat*2 > t.Lease-t.Margin {
+		// At least two renewals must fit in a lease, or one lost
+		// heartbeat demotes a healthy primary.
+		v.add("timing.heartbeat", "%s is too long: two heartbeats must fit in lease − margin (%s)", t.Heartbeat, time.Duration(t.Lease-t.Margin))
+	}
+}
+
+func (v *validator) devices(reg *agents.Registry) {
+	for _, name := range sortedKeys(v.c.Devices) {
+		d := v.c.Devices[name]
+		p := "devices." + name
+		if !reName.MatchString(name) {
+			v.add(p, "device name %q: use letters, digits, '.', '_' and '-'", name)
+		}
+		if d.Agent == "" {
+			v.add(p+".agent", "required")
+		} else if reg != nil {
+			if _, ok := reg.Lookup(d.Agent); !ok {
+				v.add(p+".agent", "unknown agent %q (known: %s)", d.Agent, strings.Join(reg.Names(), ", "))
+			}
+		}
+		if d.Timeout < 0 {
+			v.add(p+".timeout", "must not be negative")
+		}
+		if d.Retries < 0 {
+			v.add(p+".retries", "must not be negative")
+		}
+	}
+}
+
+// params checks a device's parameters for one target against the agent's
+// declaration. Required parameters may come from the device or the target.
+func (v *validator) params(path, agent string, p agents.Params, reg *agents.Registry) {
+	if reg == nil {
+		return
+	}
+	k, ok := reg.Lookup(agent)
+	if !ok || k.Params == nil {
+		return
+	}
+	for _, err := range agents.Check(p, k.Params) {
+		v.add(path, "%v", err)
+	}
+}
+
+func (v *validator) storage() {
+	s := v.c.Storage
+	if m := s.Mount; m != nil {
+		if m.Device == "" {
+			v.add("storage.mount.device", "required")
+		}
+		if m.Mountpoint == "" {
+			v.add("storage.mount.mountpoint", "required")
+		} else if !filepath.IsAbs(m.Mountpoint) {
+			v.add("storage.mount.mountpoint", "%q must be an absolute path", m.Mountpoint)
+		}
+		if m.FSType == "" {
+			v.add("storage.mount.fstype", "required")
+		}
+	}
+	for _, h := range []struct{ key, val string }{{"start", s.Hooks.Start}, {"stop", s.Hooks.Stop}, {"monitor", s.Hooks.Monitor}} {
+		if h.val != "" && !filepath.IsAbs(h.val) {
+			v.add("storage.hooks."+h.key, "%q must be an absolute path", h.val)
+		}
+	}
+	if (s.Hooks.Start == "") != (s.Hooks.Stop == "") {
+		v.add("storage.hooks", "start and stop go together")
+	}
+	if s.MonitorInterval <= 0 {
+		v.add("storage.monitor_interval", "must be > 0")
+	}
+}
+
+// Params returns the agent parameters for target ref on its device.
+func (c *Config) Params(ref DeviceRef) agents.Params {
+	return merge(c.Devices[ref.Device].Params, ref)
+}
+
+func merge(dev map[string]string, ref DeviceRef) agents.Params {
+	p := agents.Params{}
+	for k, v := range dev {
+		p[k] = v
+	}
+	for k, v := range ref.Params {
+		p[k] = v
+	}
+	if ref.Plug != "" {
+		p["plug"] = ref.Plug
+	}
+	return p
+}
+
+func splitHostPort(s string) (string, int, error) {
+	host, ps, err := net.SplitHostPort(s)
+	if err != nil {
+		return "", 0, fmt.Errorf("%q is not host:port", s)
+	}
+	port, err := strconv.Atoi(ps)
+	if err != nil || port < 1 || port > 65535 {
+		return "", 0, fmt.Errorf("%q: port must be 1-65535", s)
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		return "", 0, fmt.Errorf("%q: give the node's own address, not a wildcard", s)
+	}
+	return host, port, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// SelectNode picks this node: name if given, else the hostname. It returns a
+// Problem naming the configured nodes when the name is not one of them.
+func (c *Config) SelectNode(name, hostname string) (*Node, error) {
+	from := "--node"
+	if name == "" {
+		name, from = c.Node, "node"
+	}
+	if name == "" {
+		name, from = hostname, "hostname"
+	}
+	if n, ok := c.NodeByName(name); ok {
+		c.Node = name
+		return n, nil
+	}
+	names := make([]string, len(c.Nodes))
+	for i, n := range c.Nodes {
+		names[i] = n.Name
+	}
+	return nil, Problems{{File: c.file, Line: c.line("node"), Path: "node", Msg: fmt.Sprintf("unknown node name %q (from %s; configured: %s)", name, from, strings.Join(names, ", "))}}
+}

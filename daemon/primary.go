@@ -1,0 +1,332 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fenced/fenced/quorum"
+)
+
+// controlLoop makes this node primary whenever it leads a majority, and
+// demotes it as soon as it cannot confirm that any more.
+func (d *Daemon) controlLoop(ctx context.Context) {
+	tick := time.NewTicker(d.checkInterval())
+	defer tick.Stop()
+	for ctx.Err() == nil {
+		if d.raft.IsLeader() && !d.stopping.Load() {
+			d.lead(ctx)
+			continue
+		}
+		select {
+		case <-ctx.Done():
+		case <-d.raft.LeaderCh():
+		case <-tick.C:
+		}
+	}
+}
+
+// checkInterval is how often the lease is checked against the clock.
+func (d *Daemon) checkInterval() time.Duration {
+	i := d.cfg.Timing.Heartbeat.D() / 4
+	if i > 50*time.Millisecond {
+		i = 50 * time.Millisecond
+	}
+	if i < 5*time.Millisecond {
+		i = 5 * time.Millisecond
+	}
+	return i
+}
+
+func (d *Daemon) commitTimeout() time.Duration { return d.cfg.Timing.Lease.D() }
+
+// lead runs one tenure as primary: acquire an epoch, pass the takeover
+// gate, start the storage, serve while the lease holds, then demote.
+func (d *Daemon) lead(ctx context.Context) {
+	t := d.cfg.Timing
+	st := d.raft.FSM().State()
+	if st.Standby[d.self] {
+		// A standby node never takes primacy: hand leadership on.
+		if err := d.raft.TransferLeadership(); err != nil {
+			d.log.Warn("standby: leadership transfer", "err", err)
+			sleepCtx(ctx, t.Heartbeat.D())
+		}
+		return
+	}
+
+	// The acquire entry is itself a majority confirmation created after t0,
+	// so it starts the lease (see quorum.Raft.Confirm).
+	t0 := quorum.Now()
+	res, err := d.raft.Apply(quorum.Command{Op: quorum.OpAcquire, Node: d.self, Time: time.Now()}, d.commitTimeout())
+	if err != nil {
+		d.log.Warn("acquire epoch", "err", err)
+		sleepCtx(ctx, t.Heartbeat.D())
+		return
+	}
+	grant := res.(quorum.Grant)
+	granted := quorum.Now()
+	d.leaseUntil.Store(int64(t0.Add(t.Lease.D() - t.Margin.D())))
+	d.epoch.Store(grant.Epoch)
+	d.role.Store(RolePrimaryElect)
+	log := d.log.With("epoch", grant.Epoch)
+	log.Info("elected: epoch granted", "previous", grant.Previous, "lease_of", grant.LeaseOf)
+	d.SetMetaNow()
+
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	lost := make(chan string, 1)
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		d.renewLease(tctx, lost)
+	}()
+
+	reason := ""
+	if err := d.takeover(tctx, log, grant, granted); err != nil {
+		reason = "takeover: " + err.Error()
+	} else if reason = d.startResource(tctx, grant); reason == "" {
+		d.role.Store(RolePrimary)
+		log.Info("primary: acting", "since_grant", quorum.Since(granted).Round(time.Millisecond))
+		d.SetMetaNow()
+		reason = d.serve(tctx, lost)
+	}
+	cancel()
+	d.demote(log, grant.Epoch, reason)
+}
+
+// renewLease re-confirms the majority every heartbeat. A renewal started at
+// t0 extends the lease to t0 + lease − margin; nothing else extends it.
+func (d *Daemon) renewLease(ctx context.Context, lost chan<- string) {
+	t := d.cfg.Timing
+	tick := time.NewTicker(t.Heartbeat.D())
+	defer tick.Stop()
+	check := time.NewTicker(d.checkInterval())
+	defer check.Stop()
+	renewed := make(chan quorum.Mono, 1)
+	inflight := false
+	report := func(why string) {
+		select {
+		case lost <- why:
+		default:
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case until := <-renewed:
+			inflight = false
+			if until > 0 && until > quorum.Mono(d.leaseUntil.Load()) {
+				d.leaseUntil.Store(int64(until))
+			}
+		case <-tick.C:
+			if inflight {
+				continue
+			}
+			inflight = true
+			go func() {
+				t0 := quorum.Now()
+				var until quorum.Mono
+				if err := d.raft.Confirm(t.Lease.D()); err == nil {
+					until = t0.Add(t.Lease.D() - t.Margin.D())
+				}
+				renewed <- until
+			}()
+		case <-check.C:
+		}
+		// Fail-safe: stop as soon as the lease cannot be confirmed, without
+		// waiting to learn that another node took over.
+		if quorum.Now() >= quorum.Mono(d.leaseUntil.Load()) {
+			report("lease expired: no confirmed majority contact for lease − margin")
+			return
+		}
+		if !d.raft.IsLeader() {
+			report("lost raft leadership")
+			return
+		}
+	}
+}
+
+// takeover is the gate between being granted an epoch and acting on it.
+// The new primary may act only once every node that might still run the
+// storage is confirmed stopped (its committed release, a fence confirmed by
+// read-back, or an admin's confirmation), and once the previous primary's
+// lease has certainly run out (lease + margin after this grant) or that
+// primary is confirmed stopped.
+func (d *Daemon) takeover(ctx context.Context, log interface {
+	Info(string, ...any)
+	Warn(string, ...any)
+	Error(string, ...any)
+}, grant quorum.Grant, granted quorum.Mono) error {
+	t := d.cfg.Timing
+	leaseEnd := granted.Add(t.Lease.D() + t.Margin.D())
+	backoff := time.Second
+	var nextTry quorum.Mono
+	for {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		st := d.raft.FSM().State()
+		if st.Epoch != grant.Epoch || st.Holder != d.self {
+			return fmt.Errorf("epoch %d superseded by %s at %d", grant.Epoch, st.Holder, st.Epoch)
+		}
+		var pending []string
+		for n := range st.Unconfirmed {
+			if n != d.self {
+				pending = append(pending, n)
+			}
+		}
+		leaseWait := st.LeaseOf != "" && st.LeaseOf != d.self && quorum.Now() < leaseEnd
+		if len(pending) == 0 && !leaseWait {
+			return nil
+		}
+		if len(pending) > 0 && quorum.Now() >= nextTry {
+			if d.opts.Fencer == nil {
+				d.setHolderState(grant.Epoch, quorum.HolderBlocked, fmt.Sprintf("%v may still run the storage and no fence device is configured: waiting for `fencectl confirm`", pending))
+				nextTry = quorum.Now().Add(time.Hour)
+			} else {
+				d.setHolderState(grant.Epoch, quorum.HolderFencing, fmt.Sprintf("fencing %v", pending))
+				var errs []error
+				for _, n := range pending {
+					if err := d.opts.Fencer.Fence(ctx, n, fmt.Sprintf("takeover by %s at epoch %d", d.self, grant.Epoch), grant.Epoch); err != nil {
+						errs = append(errs, fmt.Errorf("%s: %w", n, err))
+					}
+				}
+				if err := errors.Join(errs...); err != nil {
+					why := fmt.Sprintf("every fence path failed (%v); retrying in %s; `fencectl confirm NODE --yes` overrides", err, backoff)
+					log.Error("takeover BLOCKED", "reason", why)
+					d.setHolderState(grant.Epoch, quorum.HolderBlocked, why)
+					nextTry = quorum.Now().Add(backoff)
+					backoff = min(backoff*2, 30*time.Second)
+				}
+				continue
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-d.raft.FSM().Changed():
+		case <-time.After(d.checkInterval()):
+		}
+	}
+}
+
+func (d *Daemon) setHolderState(epoch uint64, state, reason string) {
+	if _, err := d.raft.Apply(quorum.Command{Op: quorum.OpState, Node: d.self, Epoch: epoch, State: state, Reason: reason}, d.commitTimeout()); err != nil {
+		d.log.Warn("commit holder state", "state", state, "err", err)
+	}
+}
+
+// startResource commits the intent, then starts the storage with the epoch
+// as token, then commits it as mounted. It returns a reason to demote, or "".
+func (d *Daemon) startResource(ctx context.Context, grant quorum.Grant) string {
+	res := d.opts.Resource
+	if res == nil {
+		d.setHolderState(grant.Epoch, quorum.HolderMounted, "")
+		return ""
+	}
+	if _, err := d.raft.Apply(quorum.Command{Op: quorum.OpState, Node: d.self, Epoch: grant.Epoch, State: quorum.HolderMounting}, d.commitTimeout()); err != nil {
+		return "commit mount intent: " + err.Error()
+	}
+	if !d.leaseValid() {
+		return "lease expired before mounting"
+	}
+	d.storage.Store("starting")
+	if err := res.Start(ctx, grant.Epoch, grant.Previous); err != nil {
+		d.storage.Store("failed")
+		return "start storage: " + err.Error()
+	}
+	d.storage.Store("running")
+	d.setHolderState(grant.Epoch, quorum.HolderMounted, "")
+	return ""
+}
+
+func (d *Daemon) leaseValid() bool { return quorum.Now() < quorum.Mono(d.leaseUntil.Load()) }
+
+// serve runs while this node is primary; it returns the reason to demote.
+func (d *Daemon) serve(ctx context.Context, lost <-chan string) string {
+	interval := d.cfg.Storage.MonitorInterval.D()
+	mon := time.NewTicker(interval)
+	defer mon.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return "shutting down"
+		case why := <-lost:
+			return why
+		case <-mon.C:
+			if d.opts.Resource == nil {
+				continue
+			}
+			mctx, cancel := context.WithTimeout(ctx, interval)
+			err := d.opts.Resource.Monitor(mctx)
+			cancel()
+			if err != nil && ctx.Err() == nil {
+				return "storage monitor failed: " + err.Error()
+			}
+		}
+	}
+}
+
+// demote is the graceful expiry: stop acting at once, stop the storage
+// within the grace period (or self-fence), then record the release.
+func (d *Daemon) demote(log interface {
+	Info(string, ...any)
+	Warn(string, ...any)
+	Error(string, ...any)
+}, epoch uint64, reason string) {
+	d.role.Store(RoleDemoting)
+	d.leaseUntil.Store(0)
+	log.Warn("demoting", "reason", reason)
+	d.SetMetaNow()
+	held := d.storage.Load().(string) != "stopped"
+	if d.opts.Resource != nil && held {
+		d.storage.Store("stopping")
+		ctx, cancel := context.WithTimeout(context.Background(), d.cfg.Timing.Grace.D())
+		err := d.opts.Resource.Stop(ctx)
+		cancel()
+		if err != nil {
+			d.storage.Store("failed")
+			log.Error("storage did not stop within the grace period: self-fencing", "err", err)
+			d.opts.SelfFence(fmt.Sprintf("storage did not stop within %s: %v", d.cfg.Timing.Grace, err))
+			return
+		}
+		d.storage.Store("stopped")
+	}
+	if d.opts.Resource == nil || held {
+		d.release(epoch, reason)
+	}
+	d.epoch.Store(0)
+	if d.stopping.Load() {
+		d.role.Store(RoleStopping)
+	} else {
+		d.role.Store(RoleSecondary)
+	}
+	d.SetMetaNow()
+}
+
+// release commits that this node stopped the storage it held at epoch; a
+// successor then takes over without fencing. Best effort: if it cannot be
+// committed, the successor fences this node, which is also safe.
+func (d *Daemon) release(epoch uint64, reason string) {
+	c := quorum.Command{Op: quorum.OpRelease, Node: d.self, Epoch: epoch, Reason: reason, Time: time.Now()}
+	if d.raft.IsLeader() {
+		if _, err := d.raft.Apply(c, d.commitTimeout()); err == nil {
+			return
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.Timing.Lease.D())
+	defer cancel()
+	if err := d.forwardCommand(ctx, c); err != nil {
+		d.log.Warn("release not recorded; the next primary will fence this node", "err", err)
+	}
+}
+
+func sleepCtx(ctx context.Context, dur time.Duration) {
+	t := time.NewTimer(dur)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

@@ -1,0 +1,302 @@
+package quorum
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/fenced/fenced/stonith"
+)
+
+// Holder states, in the order a takeover moves through them.
+const (
+	HolderAcquiring = "acquiring" // epoch granted; previous holder not yet confirmed stopped
+	HolderFencing   = "fencing"   // fencing the previous holder
+	HolderBlocked   = "blocked"   // every fence path failed; waiting for a retry or `fencectl confirm`
+	HolderMounting  = "mounting"  // intent to start the storage committed; starting it
+	HolderMounted   = "mounted"   // storage running under this epoch
+	HolderReleasing = "releasing" // stopping the storage
+	HolderReleased  = "released"  // stopped cleanly; nothing to fence
+)
+
+// State is the replicated cluster state. Every node holds the same State
+// for the same applied index.
+type State struct {
+	// Epoch is the fencing token of the current grant of primacy. It only
+	// ever grows: each grant commits Epoch+1 through the log.
+	Epoch       uint64 `json:"epoch"`
+	Holder      string `json:"holder"`
+	HolderState string `json:"holderState"`
+	// Reason explains a blocked or failing takeover.
+	Reason string `json:"reason,omitempty"`
+	// Previous is the holder before the current grant.
+	Previous string `json:"previous,omitempty"`
+	// LeaseOf names a former primary whose lease may still be running: the
+	// current holder must wait lease+margin from its grant, or see that
+	// node released or fenced, before it acts.
+	LeaseOf string `json:"leaseOf,omitempty"`
+	// Unconfirmed are the nodes that may still have the storage running:
+	// they committed a mount intent, and neither their release nor a
+	// confirmed fence (or manual confirmation) has been committed since.
+	// No node mounts while another node is in this set.
+	Unconfirmed map[string]uint64 `json:"unconfirmed"`
+	// Standby nodes are never granted primacy.
+	Standby map[string]bool `json:"standby,omitempty"`
+	// History is the fence history, oldest first, bounded.
+	History []stonith.Record `json:"history"`
+	// NextID numbers history records.
+	NextID uint64 `json:"nextID"`
+	// GrantedAt is when (wall clock, informational) the epoch was granted.
+	GrantedAt time.Time `json:"grantedAt,omitempty"`
+}
+
+// Clone returns a deep copy.
+func (s *State) Clone() State {
+	c := *s
+	c.Unconfirmed = maps.Clone(s.Unconfirmed)
+	c.Standby = maps.Clone(s.Standby)
+	c.History = slices.Clone(s.History)
+	for i := range c.History {
+		c.History[i].Attempts = slices.Clone(c.History[i].Attempts)
+	}
+	return c
+}
+
+// Command is one replicated change. Op selects the fields used.
+type Command struct {
+	Op     string          `json:"op"`
+	Node   string          `json:"node,omitempty"`
+	Epoch  uint64          `json:"epoch,omitempty"`
+	State  string          `json:"state,omitempty"`
+	Reason string          `json:"reason,omitempty"`
+	Flag   bool            `json:"flag,omitempty"`
+	Record *stonith.Record `json:"record,omitempty"`
+	Time   time.Time       `json:"time,omitempty"`
+}
+
+// Command ops.
+const (
+	OpAcquire = "acquire" // grant Epoch+1 to Node
+	OpState   = "state"   // Node at Epoch moves to State (stale epochs refused)
+	OpRelease = "release" // Node released the storage it held at Epoch
+	OpRecord  = "record"  // add or update a history record (by ID)
+	OpStandby = "standby" // set Node's standby flag
+)
+
+// ErrStale is returned by Apply for a command carrying an epoch that is no
+// longer current: a deposed holder cannot move the state any more.
+var ErrStale = errors.New("stale epoch")
+
+// Grant is the result of an acquire.
+type Grant struct {
+	Epoch    uint64
+	Previous string
+	// LeaseOf is the former primary whose lease may still run.
+	LeaseOf string
+	// Unconfirmed are the nodes to fence (or see release) before mounting.
+	Unconfirmed map[string]uint64
+}
+
+// FSM applies commands to State. It is the raft.FSM of fenced.
+type FSM struct {
+	limit int
+
+	mu    sync.RWMutex
+	state State
+	// watchers are woken on every apply.
+	watch chan struct{}
+}
+
+// NewFSM returns an empty state machine keeping at most limit history records.
+func NewFSM(limit int) *FSM {
+	if limit < 1 {
+		limit = 1
+	}
+	return &FSM{limit: limit, state: State{Unconfirmed: map[string]uint64{}, NextID: 1}, watch: make(chan struct{})}
+}
+
+// State returns a copy of the current state.
+func (f *FSM) State() State {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.state.Clone()
+}
+
+// Changed returns a channel closed at the next apply.
+func (f *FSM) Changed() <-chan struct{} {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.watch
+}
+
+// Apply implements raft.FSM.
+func (f *FSM) Apply(l *raft.Log) any {
+	var c Command
+	if err := json.Unmarshal(l.Data, &c); err != nil {
+		return fmt.Errorf("fsm: index %d: undecodable command: %w", l.Index, err)
+	}
+	f.mu.Lock()
+	defer func() {
+		close(f.watch)
+		f.watch = make(chan struct{})
+		f.mu.Unlock()
+	}()
+	return f.apply(&c)
+}
+
+func (f *FSM) apply(c *Command) any {
+	s := &f.state
+	switch c.Op {
+	case OpAcquire:
+		if s.Standby[c.Node] {
+			return fmt.Errorf("acquire: %s is in standby", c.Node)
+		}
+		if s.Holder != "" && s.Holder != c.Node && s.HolderState != HolderReleased {
+			// The old primary neither released nor was fenced: its lease
+			// may still run (unless a newer grant already waited it out).
+			s.LeaseOf = s.Holder
+		} else if s.LeaseOf == c.Node {
+			s.LeaseOf = ""
+		}
+		if s.Holder != c.Node {
+			s.Previous = s.Holder
+		}
+		s.Epoch++
+		s.Holder = c.Node
+		s.HolderState = HolderAcquiring
+		s.Reason = ""
+		s.GrantedAt = c.Time
+		return Grant{Epoch: s.Epoch, Previous: s.Previous, LeaseOf: s.LeaseOf, Unconfirmed: maps.Clone(s.Unconfirmed)}
+	case OpState:
+		if c.Epoch != s.Epoch || c.Node != s.Holder {
+			return fmt.Errorf("%w: %s at epoch %d (current: %s at %d)", ErrStale, c.Node, c.Epoch, s.Holder, s.Epoch)
+		}
+		if c.State == HolderMounting {
+			// Safety: the mount intent is refused while another node may
+			// still run the storage.
+			for n := range s.Unconfirmed {
+				if n != c.Node {
+					return fmt.Errorf("mount intent refused: %s is not confirmed stopped", n)
+				}
+			}
+			s.Unconfirmed[c.Node] = c.Epoch
+		}
+		s.HolderState = c.State
+		s.Reason = c.Reason
+		return nil
+	case OpRelease:
+		if e, ok := s.Unconfirmed[c.Node]; ok && e <= c.Epoch {
+			delete(s.Unconfirmed, c.Node)
+		}
+		if s.LeaseOf == c.Node {
+			s.LeaseOf = ""
+		}
+		if s.Holder == c.Node && s.Epoch == c.Epoch {
+			s.HolderState = HolderReleased
+			s.Reason = c.Reason
+		}
+		f.addRecord(stonith.Record{Kind: stonith.KindRelease, Target: c.Node, Epoch: c.Epoch, Reason: c.Reason,
+			Started: c.Time, Finished: c.Time, Outcome: stonith.OutcomeSuccess, RequestedBy: c.Node, Executor: c.Node})
+		return nil
+	case OpRecord:
+		if c.Record == nil {
+			return errors.New("record: missing record")
+		}
+		r := *c.Record
+		id := f.addRecord(r)
+		// A confirmed power-off or a manual confirmation clears the target.
+		if r.Outcome == stonith.OutcomeSuccess && (r.Kind == stonith.KindFence && r.Action != "on" || r.Kind == stonith.KindConfirm) {
+			delete(s.Unconfirmed, r.Target)
+			if s.LeaseOf == r.Target {
+				s.LeaseOf = ""
+			}
+			if s.Holder == r.Target && r.Target != r.Executor {
+				// The fenced node held the current epoch: it is stopped now.
+				s.HolderState = HolderReleased
+			}
+		}
+		return id
+	case OpStandby:
+		if s.Standby == nil {
+			s.Standby = map[string]bool{}
+		}
+		if c.Flag {
+			s.Standby[c.Node] = true
+		} else {
+			delete(s.Standby, c.Node)
+		}
+		return nil
+	}
+	return fmt.Errorf("fsm: unknown op %q", c.Op)
+}
+
+// addRecord inserts r, or replaces the record with r's ID, and returns the ID.
+func (f *FSM) addRecord(r stonith.Record) uint64 {
+	s := &f.state
+	if r.ID != 0 {
+		for i := range s.History {
+			if s.History[i].ID == r.ID {
+				s.History[i] = r
+				return r.ID
+			}
+		}
+	} else {
+		r.ID = s.NextID
+		s.NextID++
+	}
+	if r.ID >= s.NextID {
+		s.NextID = r.ID + 1
+	}
+	s.History = append(s.History, r)
+	if over := len(s.History) - f.limit; over > 0 {
+		s.History = slices.Delete(s.History, 0, over)
+	}
+	return r.ID
+}
+
+// Snapshot implements raft.FSM.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	s := f.State()
+	data, err := json.Marshal(&s)
+	if err != nil {
+		return nil, err
+	}
+	return snapshot(data), nil
+}
+
+// Restore implements raft.FSM.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	var s State
+	if err := json.NewDecoder(rc).Decode(&s); err != nil {
+		return fmt.Errorf("fsm: restore: %w", err)
+	}
+	if s.Unconfirmed == nil {
+		s.Unconfirmed = map[string]uint64{}
+	}
+	f.mu.Lock()
+	f.state = s
+	close(f.watch)
+	f.watch = make(chan struct{})
+	f.mu.Unlock()
+	return nil
+}
+
+type snapshot []byte
+
+func (s snapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(s); err != nil {
+		sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (s snapshot) Release() {}

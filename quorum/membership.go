@@ -1,0 +1,387 @@
+package quorum
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// Meta is what each node advertises about itself through gossip.
+type Meta struct {
+	Role    string `json:"r"`           // secondary, primary-elect, primary, demoting, stopping
+	Epoch   uint64 `json:"e"`           // the highest epoch this node knows
+	Storage string `json:"s"`           // stopped, starting, running, stopping, failed
+	Version string `json:"v"`           // fenced version
+	Raft    string `json:"f,omitempty"` // raft state: leader, follower, candidate
+}
+
+// Member is one configured node as this node sees it through gossip.
+type Member struct {
+	Name    string
+	Addr    string
+	State   string // alive, suspect, dead, left, unknown (never seen)
+	Meta    Meta
+	RTT     time.Duration
+	Contact time.Time // last direct contact (probe ack or gossip update)
+}
+
+// MembershipOptions configure gossip.
+type MembershipOptions struct {
+	Self    string
+	Peers   []Peer
+	KeyFile string // base64 AES key; "" = unencrypted
+	Logger  *slog.Logger
+	// Handler answers forwarded requests (see Call). It runs on its own
+	// goroutine per request.
+	Handler func(ctx context.Context, from, method string, body []byte) ([]byte, error)
+}
+
+// Membership is the gossip layer (hashicorp/memberlist): liveness of every
+// configured node, their advertised Meta, and a small request/response
+// channel used to forward commands to the primary.
+type Membership struct {
+	ml   *memberlist.Memberlist
+	opts MembershipOptions
+	log  *slog.Logger
+	meta atomic.Pointer[Meta]
+	stop chan struct{}
+	wg   sync.WaitGroup
+	seq  atomic.Uint64
+
+	mu      sync.Mutex
+	contact map[string]time.Time
+	rtt     map[string]time.Duration
+	left    map[string]bool
+	pending map[uint64]chan rpcMsg
+}
+
+// JoinMembership binds the gossip address and starts joining the other
+// configured nodes; it does not wait for them.
+func JoinMembership(o MembershipOptions, initial Meta) (*Membership, error) {
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var self *Peer
+	for i := range o.Peers {
+		if o.Peers[i].Name == o.Self {
+			self = &o.Peers[i]
+		}
+	}
+	if self == nil {
+		return nil, fmt.Errorf("gossip: node %q is not among the configured nodes", o.Self)
+	}
+	host, portStr, err := net.SplitHostPort(self.Gossip)
+	if err != nil {
+		return nil, fmt.Errorf("gossip address %s: %w", self.Gossip, err)
+	}
+	port, _ := strconv.Atoi(portStr)
+
+	m := &Membership{opts: o, log: log, stop: make(chan struct{}),
+		contact: map[string]time.Time{}, rtt: map[string]time.Duration{}, left: map[string]bool{},
+		pending: map[uint64]chan rpcMsg{}}
+	m.meta.Store(&initial)
+
+	c := memberlist.DefaultLANConfig()
+	c.Name = o.Self
+	c.BindAddr = host
+	c.BindPort = port
+	c.AdvertiseAddr = host
+	c.AdvertisePort = port
+	c.Delegate = (*mlDelegate)(m)
+	c.Events = (*mlEvents)(m)
+	c.Ping = (*mlPing)(m)
+	c.LogOutput = logWriter{log: log.With("component", "gossip"), level: slog.LevelDebug}
+	// Faster than the LAN defaults: membership feeds status and
+	// forwarding; raft, not gossip, decides primacy.
+	c.ProbeInterval = 500 * time.Millisecond
+	c.ProbeTimeout = 250 * time.Millisecond
+	c.GossipInterval = 100 * time.Millisecond
+	c.SuspicionMult = 3
+	if o.KeyFile != "" {
+		key, err := readGossipKey(o.KeyFile)
+		if err != nil {
+			return nil, err
+		}
+		c.SecretKey = key
+	}
+	ml, err := memberlist.Create(c)
+	if err != nil {
+		return nil, fmt.Errorf("gossip address %s: %w", self.Gossip, err)
+	}
+	m.ml = ml
+	m.wg.Add(1)
+	go m.joinLoop()
+	return m, nil
+}
+
+func readGossipKey(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("gossip.key_file: %w", err)
+	}
+	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(b)))
+	if err != nil {
+		return nil, fmt.Errorf("gossip.key_file %s: not base64", path)
+	}
+	switch len(key) {
+	case 16, 24, 32:
+		return key, nil
+	}
+	return nil, fmt.Errorf("gossip.key_file %s: key is %d bytes, want 16, 24 or 32", path, len(key))
+}
+
+// joinLoop keeps trying to reach configured nodes that are not alive.
+func (m *Membership) joinLoop() {
+	defer m.wg.Done()
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+		}
+		alive := map[string]bool{}
+		for _, n := range m.ml.Members() {
+			alive[n.Name] = true
+		}
+		var addrs []string
+		for _, p := range m.opts.Peers {
+			if p.Name != m.opts.Self && !alive[p.Name] {
+				addrs = append(addrs, p.Gossip)
+			}
+		}
+		if len(addrs) > 0 {
+			if _, err := m.ml.Join(addrs); err != nil {
+				m.log.Debug("gossip join", "err", err)
+			}
+		}
+		t.Reset(time.Second)
+	}
+}
+
+// SetMeta changes what this node advertises and pushes it out.
+func (m *Membership) SetMeta(meta Meta) {
+	old := m.meta.Load()
+	if old != nil && *old == meta {
+		return
+	}
+	m.meta.Store(&meta)
+	if err := m.ml.UpdateNode(time.Second); err != nil {
+		m.log.Debug("gossip: update meta", "err", err)
+	}
+}
+
+// Members returns every configured node with its gossip state.
+func (m *Membership) Members() []Member {
+	seen := map[string]*memberlist.Node{}
+	for _, n := range m.ml.Members() {
+		seen[n.Name] = n
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Member, 0, len(m.opts.Peers))
+	for _, p := range m.opts.Peers {
+		mb := Member{Name: p.Name, Addr: p.Gossip, State: "unknown", RTT: m.rtt[p.Name], Contact: m.contact[p.Name]}
+		if n, ok := seen[p.Name]; ok {
+			mb.State = "alive"
+			if n.State == memberlist.StateSuspect {
+				mb.State = "suspect"
+			}
+			_ = json.Unmarshal(n.Meta, &mb.Meta)
+		} else if m.left[p.Name] {
+			mb.State = "left"
+		} else if !m.contact[p.Name].IsZero() {
+			mb.State = "dead"
+		}
+		if p.Name == m.opts.Self {
+			mb.State = "alive"
+			mb.Meta = *m.meta.Load()
+			mb.Contact = time.Now()
+		}
+		out = append(out, mb)
+	}
+	return out
+}
+
+// Alive counts configured nodes currently alive or suspect, self included.
+func (m *Membership) Alive() int {
+	n := 0
+	for _, mb := range m.Members() {
+		if mb.State == "alive" || mb.State == "suspect" {
+			n++
+		}
+	}
+	return n
+}
+
+// Leave announces a graceful departure, then stops gossip.
+func (m *Membership) Leave(timeout time.Duration) error {
+	err := m.ml.Leave(timeout)
+	return errors.Join(err, m.Shutdown())
+}
+
+// Shutdown stops gossip without announcing it.
+func (m *Membership) Shutdown() error {
+	select {
+	case <-m.stop:
+		return nil
+	default:
+	}
+	close(m.stop)
+	err := m.ml.Shutdown()
+	m.wg.Wait()
+	return err
+}
+
+// --- forwarded requests over memberlist's reliable (TCP) messages ---
+
+type rpcMsg struct {
+	ID     uint64          `json:"id"`
+	Reply  bool            `json:"reply,omitempty"`
+	From   string          `json:"from"`
+	Method string          `json:"method,omitempty"`
+	Body   json.RawMessage `json:"body,omitempty"`
+	Err    string          `json:"err,omitempty"`
+}
+
+// ErrNoRoute is returned by Call when the node is not reachable by gossip.
+var ErrNoRoute = errors.New("node not reachable")
+
+// Call sends a request to node and waits for its answer.
+func (m *Membership) Call(ctx context.Context, node, method string, body []byte) ([]byte, error) {
+	var target *memberlist.Node
+	for _, n := range m.ml.Members() {
+		if n.Name == node {
+			target = n
+		}
+	}
+	if target == nil {
+		return nil, fmt.Errorf("forward to %s: %w", node, ErrNoRoute)
+	}
+	id := m.seq.Add(1)
+	ch := make(chan rpcMsg, 1)
+	m.mu.Lock()
+	m.pending[id] = ch
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(m.pending, id)
+		m.mu.Unlock()
+	}()
+	msg, _ := json.Marshal(rpcMsg{ID: id, From: m.opts.Self, Method: method, Body: body})
+	if err := m.ml.SendReliable(target, msg); err != nil {
+		return nil, fmt.Errorf("forward to %s: %w", node, err)
+	}
+	select {
+	case r := <-ch:
+		if r.Err != "" {
+			return nil, errors.New(r.Err)
+		}
+		return r.Body, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("forward to %s: %w", node, ctx.Err())
+	}
+}
+
+func (m *Membership) handleMsg(b []byte) {
+	var msg rpcMsg
+	if err := json.Unmarshal(b, &msg); err != nil {
+		m.log.Warn("gossip: undecodable message", "err", err)
+		return
+	}
+	if msg.Reply {
+		m.mu.Lock()
+		ch := m.pending[msg.ID]
+		m.mu.Unlock()
+		if ch != nil {
+			select {
+			case ch <- msg:
+			default:
+			}
+		}
+		return
+	}
+	if m.opts.Handler == nil {
+		return
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		body, err := m.opts.Handler(ctx, msg.From, msg.Method, msg.Body)
+		reply := rpcMsg{ID: msg.ID, Reply: true, From: m.opts.Self, Body: body}
+		if err != nil {
+			reply.Err = err.Error()
+		}
+		out, _ := json.Marshal(reply)
+		for _, n := range m.ml.Members() {
+			if n.Name == msg.From {
+				if err := m.ml.SendReliable(n, out); err != nil {
+					m.log.Warn("gossip: reply", "to", msg.From, "err", err)
+				}
+				return
+			}
+		}
+	}()
+}
+
+type mlDelegate Membership
+
+func (d *mlDelegate) NodeMeta(limit int) []byte {
+	b, _ := json.Marshal(d.meta.Load())
+	if len(b) > limit {
+		return nil
+	}
+	return b
+}
+func (d *mlDelegate) NotifyMsg(b []byte)              { (*Membership)(d).handleMsg(append([]byte(nil), b...)) }
+func (d *mlDelegate) GetBroadcasts(int, int) [][]byte { return nil }
+func (d *mlDelegate) LocalState(bool) []byte          { return nil }
+func (d *mlDelegate) MergeRemoteState([]byte, bool)   {}
+
+type mlEvents Membership
+
+func (e *mlEvents) touch(n *memberlist.Node, left bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.contact[n.Name] = time.Now()
+	e.left[n.Name] = left
+}
+func (e *mlEvents) NotifyJoin(n *memberlist.Node) {
+	e.touch(n, false)
+	e.log.Info("gossip: node joined", "peer", n.Name)
+}
+func (e *mlEvents) NotifyLeave(n *memberlist.Node) {
+	// memberlist reports both a graceful leave and a death here; it marks
+	// a graceful one with StateLeft.
+	e.mu.Lock()
+	e.left[n.Name] = n.State == memberlist.StateLeft
+	e.mu.Unlock()
+	e.log.Info("gossip: node gone", "peer", n.Name, "left", n.State == memberlist.StateLeft)
+}
+func (e *mlEvents) NotifyUpdate(n *memberlist.Node) { e.touch(n, false) }
+
+type mlPing Membership
+
+func (p *mlPing) AckPayload() []byte { return nil }
+func (p *mlPing) NotifyPingComplete(n *memberlist.Node, rtt time.Duration, _ []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.contact[n.Name] = time.Now()
+	p.rtt[n.Name] = rtt
+}

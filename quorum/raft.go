@@ -1,0 +1,254 @@
+package quorum
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+)
+
+// Peer is one configured node.
+type Peer struct {
+	Name   string
+	Raft   string // host:port
+	Gossip string // host:port
+}
+
+// RaftOptions configure the consensus side of a node.
+type RaftOptions struct {
+	Self    string
+	Peers   []Peer // every configured (voting) node, self included
+	DataDir string
+	// Lease sets raft's failure-detection timings (see raftConfig).
+	Lease        time.Duration
+	HistoryLimit int
+	Logger       *slog.Logger
+	// Transport replaces the TCP transport (in-process tests use
+	// raft.InmemTransport to cut links).
+	Transport raft.Transport
+	// InMemory keeps the log in memory (in-process tests only).
+	InMemory bool
+}
+
+// Raft is the node's consensus engine with fenced's state machine.
+type Raft struct {
+	r     *raft.Raft
+	fsm   *FSM
+	self  string
+	trans raft.Transport
+	close func() error
+	log   *slog.Logger
+}
+
+// raftConfig derives raft's timings from the lease. Followers notice a dead
+// leader after HeartbeatTimeout (randomised up to twice that); a third of
+// the lease keeps detection well inside one lease without reacting to a
+// single slow heartbeat.
+func raftConfig(self string, lease time.Duration, log *slog.Logger) *raft.Config {
+	c := raft.DefaultConfig()
+	c.LocalID = raft.ServerID(self)
+	hb := lease / 3
+	if hb < 100*time.Millisecond {
+		hb = 100 * time.Millisecond
+	}
+	c.HeartbeatTimeout = hb
+	c.ElectionTimeout = hb
+	c.LeaderLeaseTimeout = hb / 2
+	c.CommitTimeout = 20 * time.Millisecond
+	// Lease renewals append a barrier entry every heartbeat; snapshot often
+	// enough that the log stays small.
+	c.SnapshotThreshold = 2048
+	c.SnapshotInterval = 30 * time.Second
+	c.TrailingLogs = 1024
+	c.Logger = hclogger(log, "raft")
+	return c
+}
+
+// OpenRaft starts the consensus engine. On first start it bootstraps the
+// cluster with every configured node as a voter; later starts resume from
+// the durable log, so the epoch continues where it stopped.
+func OpenRaft(o RaftOptions) (*Raft, error) {
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var self *Peer
+	for i := range o.Peers {
+		if o.Peers[i].Name == o.Self {
+			self = &o.Peers[i]
+		}
+	}
+	if self == nil {
+		return nil, fmt.Errorf("raft: node %q is not among the configured nodes", o.Self)
+	}
+	conf := raftConfig(o.Self, o.Lease, log)
+	fsm := NewFSM(o.HistoryLimit)
+
+	var (
+		logs   raft.LogStore
+		stable raft.StableStore
+		snaps  raft.SnapshotStore
+		closes []func() error
+	)
+	if o.InMemory {
+		st := raft.NewInmemStore()
+		logs, stable, snaps = st, st, raft.NewInmemSnapshotStore()
+	} else {
+		dir := o.DataDir
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("data_dir %s: %w", dir, err)
+		}
+		if err := checkWritable(dir); err != nil {
+			return nil, fmt.Errorf("data_dir %s: %w", dir, err)
+		}
+		bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db"), BoltOptions: boltOptions()})
+		if err != nil {
+			return nil, fmt.Errorf("data_dir %s: raft log: %w", dir, err)
+		}
+		closes = append(closes, bolt.Close)
+		fss, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hclogger(log, "snapshot"))
+		if err != nil {
+			bolt.Close()
+			return nil, fmt.Errorf("data_dir %s: snapshots: %w", dir, err)
+		}
+		logs, stable, snaps = bolt, bolt, fss
+	}
+	closeAll := func() error {
+		var errs []error
+		for _, c := range closes {
+			errs = append(errs, c())
+		}
+		return errors.Join(errs...)
+	}
+
+	trans := o.Transport
+	if trans == nil {
+		addr, err := net.ResolveTCPAddr("tcp", self.Raft)
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("raft address %s: %w", self.Raft, err)
+		}
+		t, err := raft.NewTCPTransportWithLogger(self.Raft, addr, 3, 2*time.Second, hclogger(log, "raft-net"))
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("raft address %s: %w", self.Raft, err)
+		}
+		trans = t
+		closes = append([]func() error{t.Close}, closes...)
+	}
+
+	existing, err := raft.HasExistingState(logs, stable, snaps)
+	if err != nil {
+		closeAll()
+		return nil, fmt.Errorf("raft: reading state: %w", err)
+	}
+	if !existing {
+		var cfg raft.Configuration
+		for _, p := range o.Peers {
+			addr := raft.ServerAddress(p.Raft)
+			if o.Transport != nil {
+				addr = raft.ServerAddress(p.Name)
+			}
+			cfg.Servers = append(cfg.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.Name), Address: addr})
+		}
+		// Every node bootstraps with the same configuration; raft treats
+		// identical bootstraps as one.
+		if err := raft.BootstrapCluster(conf, logs, stable, snaps, trans, cfg); err != nil {
+			closeAll()
+			return nil, fmt.Errorf("raft: bootstrap: %w", err)
+		}
+	}
+	r, err := raft.NewRaft(conf, fsm, logs, stable, snaps, trans)
+	if err != nil {
+		closeAll()
+		return nil, fmt.Errorf("raft: %w", err)
+	}
+	return &Raft{r: r, fsm: fsm, self: o.Self, trans: trans, close: closeAll, log: log}, nil
+}
+
+func checkWritable(dir string) error {
+	f, err := os.CreateTemp(dir, ".probe-*")
+	if err != nil {
+		return err
+	}
+	name := f.Name()
+	f.Close()
+	return os.Remove(name)
+}
+
+// FSM returns the state machine (read-only use).
+func (q *Raft) FSM() *FSM { return q.fsm }
+
+// IsLeader reports whether this node is the raft leader right now.
+func (q *Raft) IsLeader() bool { return q.r.State() == raft.Leader }
+
+// LeaderCh signals leadership changes of this node.
+func (q *Raft) LeaderCh() <-chan bool { return q.r.LeaderCh() }
+
+// Leader returns the leader's node name, or "".
+func (q *Raft) Leader() string {
+	_, id := q.r.LeaderWithID()
+	return string(id)
+}
+
+// RaftState returns "leader", "follower", "candidate" or "shutdown".
+func (q *Raft) RaftState() string {
+	switch q.r.State() {
+	case raft.Leader:
+		return "leader"
+	case raft.Candidate:
+		return "candidate"
+	case raft.Follower:
+		return "follower"
+	}
+	return "shutdown"
+}
+
+// Term is the current raft term.
+func (q *Raft) Term() uint64 { return q.r.CurrentTerm() }
+
+// LastContact is when a follower last heard from its leader.
+func (q *Raft) LastContact() time.Time { return q.r.LastContact() }
+
+// Apply commits c through the log and returns the state machine's answer.
+// It returns once a majority of the configured nodes stored c.
+func (q *Raft) Apply(c Command, timeout time.Duration) (any, error) {
+	data, err := json.Marshal(c)
+	if err != nil {
+		return nil, err
+	}
+	f := q.r.Apply(data, timeout)
+	if err := f.Error(); err != nil {
+		return nil, fmt.Errorf("commit %s: %w", c.Op, err)
+	}
+	if err, ok := f.Response().(error); ok {
+		return nil, err
+	}
+	return f.Response(), nil
+}
+
+// Confirm proves this node still leads a majority: it commits a barrier
+// entry created after it was called. A majority storing an entry that did
+// not exist before the call means each of them acknowledged this leader
+// after the call, which is what a lease renewal needs. (raft's VerifyLeader
+// is not enough: it may count a heartbeat reply that was already in flight,
+// e.g. buffered while the process was paused.)
+func (q *Raft) Confirm(timeout time.Duration) error {
+	return q.r.Barrier(timeout).Error()
+}
+
+// TransferLeadership hands leadership to another voter.
+func (q *Raft) TransferLeadership() error { return q.r.LeadershipTransfer().Error() }
+
+// Shutdown stops raft and closes the stores.
+func (q *Raft) Shutdown() error {
+	err := q.r.Shutdown().Error()
+	return errors.Join(err, q.close())
+}
