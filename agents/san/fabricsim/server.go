@@ -213,8 +213,9 @@ func (f *Fabric) serveDefined(s *session, method, sub string, body []byte) (any,
 	if err := json.Unmarshal(body, &req); err != nil || req.D == nil {
 		return nil, &apiError{status: http.StatusBadRequest, tag: "malformed-message", msg: "Invalid request body: expected {\"defined-configuration\":{...}}", path: base}
 	}
-	// Work on a copy so a request that fails half-way changes nothing.
-	tx := f.openTx(s).clone()
+	// Work on a copy so a request that fails half-way changes nothing, and
+	// opens no transaction.
+	tx := f.view(s).clone()
 	var err *apiError
 	switch method {
 	case http.MethodPost:
@@ -229,6 +230,7 @@ func (f *Fabric) serveDefined(s *session, method, sub string, body []byte) (any,
 	if err != nil {
 		return nil, err
 	}
+	f.openTx(s)
 	s.tx = tx
 	return nil, nil
 }
