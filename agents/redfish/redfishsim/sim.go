@@ -795,6 +795,12 @@ func (s *Sim) reset(w http.ResponseWriter, r *http.Request, sysURI string, se *s
 	}
 	inline := s.opts.PowerOffDelay == 0 && s.opts.PowerOnDelay == 0 && !f.ResetNeverCompletes
 	if !inline && steps != nil && !s.closed {
+		// The BMC has taken the command: the transition shows at once.
+		if steps[0] == "Off" {
+			sys.power = "PoweringOff"
+		} else {
+			sys.power = "PoweringOn"
+		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()

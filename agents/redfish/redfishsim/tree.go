@@ -264,6 +264,10 @@ func pruneDangling(docs map[string]map[string]any) {
 		switch t := v.(type) {
 		case map[string]any:
 			for k, child := range t {
+				if link, ok := child.(string); ok && strings.HasSuffix(k, "@Redfish.ActionInfo") && !served(link) {
+					delete(t, k)
+					continue
+				}
 				if isDangling(child) {
 					delete(t, k)
 					continue

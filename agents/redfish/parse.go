@@ -1,0 +1,159 @@
+package redfish
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/stmcginnis/gofish/schemas"
+)
+
+// systemInfo is what fencing needs from a ComputerSystem.
+type systemInfo struct {
+	uri, id, name string
+	power         schemas.PowerState
+	etag          string
+	resetTarget   string
+	// allowed lists the ResetType values the action annotates; nil when the
+	// action does not annotate them (see actionInfo).
+	allowed    []string
+	actionInfo string
+}
+
+// parseSystem decodes a ComputerSystem with gofish's schema, plus the Reset
+// action's target and annotations (which gofish keeps private).
+func parseSystem(body []byte, etagHeader string) (*systemInfo, error) {
+	var cs schemas.ComputerSystem
+	if err := json.Unmarshal(body, &cs); err != nil {
+		return nil, fmt.Errorf("decoding ComputerSystem: %w", err)
+	}
+	var raw struct {
+		Actions struct {
+			Reset struct {
+				Target     string          `json:"target"`
+				Allowed    json.RawMessage `json:"ResetType@Redfish.AllowableValues"`
+				ActionInfo string          `json:"@Redfish.ActionInfo"`
+			} `json:"#ComputerSystem.Reset"`
+		}
+	}
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return nil, fmt.Errorf("decoding ComputerSystem actions: %w", err)
+	}
+	si := &systemInfo{
+		uri:         strings.TrimSuffix(cs.ODataID, "/"),
+		id:          cs.ID,
+		name:        cs.Name,
+		power:       cs.PowerState,
+		etag:        cs.ODataEtag,
+		resetTarget: localPath(raw.Actions.Reset.Target),
+		actionInfo:  localPath(raw.Actions.Reset.ActionInfo),
+	}
+	if si.etag == "" {
+		si.etag = etagHeader
+	}
+	if len(raw.Actions.Reset.Allowed) > 0 && string(raw.Actions.Reset.Allowed) != "null" {
+		var vals []string
+		if err := json.Unmarshal(raw.Actions.Reset.Allowed, &vals); err != nil {
+			return nil, fmt.Errorf("decoding ResetType@Redfish.AllowableValues: %w", err)
+		}
+		si.allowed = vals
+		if si.allowed == nil {
+			si.allowed = []string{}
+		}
+	}
+	return si, nil
+}
+
+// parseActionInfo returns the ResetType values an ActionInfo allows.
+func parseActionInfo(body []byte) ([]string, error) {
+	var ai schemas.ActionInfo
+	if err := json.Unmarshal(body, &ai); err != nil {
+		return nil, fmt.Errorf("decoding ActionInfo: %w", err)
+	}
+	vals, err := ai.GetParamValues("ResetType", schemas.StringParameterTypes)
+	if err != nil {
+		return nil, errors.New("ActionInfo has no ResetType parameter")
+	}
+	if vals == nil {
+		vals = []string{}
+	}
+	return vals, nil
+}
+
+// parseMembers returns the member links of a collection.
+func parseMembers(body []byte) ([]string, error) {
+	var coll struct {
+		Members []struct {
+			ID string `json:"@odata.id"`
+		}
+	}
+	if err := json.Unmarshal(body, &coll); err != nil {
+		return nil, fmt.Errorf("decoding collection: %w", err)
+	}
+	var out []string
+	for _, m := range coll.Members {
+		if m.ID != "" {
+			out = append(out, strings.TrimSuffix(localPath(m.ID), "/"))
+		}
+	}
+	return out, nil
+}
+
+// parseSystemsLink returns the service root's Systems link.
+func parseSystemsLink(body []byte) (string, error) {
+	var root struct {
+		Systems struct {
+			ID string `json:"@odata.id"`
+		}
+	}
+	if err := json.Unmarshal(body, &root); err != nil {
+		return "", fmt.Errorf("decoding service root: %w", err)
+	}
+	if root.Systems.ID == "" {
+		return "", errors.New("service root has no Systems link")
+	}
+	return strings.TrimSuffix(localPath(root.Systems.ID), "/"), nil
+}
+
+// taskOutcome reads a finished task monitor's answer: done reports the task
+// is over; err says how it failed. An empty body means done (204-style).
+func taskOutcome(body []byte) (done bool, err error) {
+	if len(body) == 0 {
+		return true, nil
+	}
+	var t schemas.Task
+	if jerr := json.Unmarshal(body, &t); jerr != nil {
+		return false, fmt.Errorf("decoding Task: %w", jerr)
+	}
+	switch t.TaskState {
+	case schemas.CompletedTaskState:
+		if t.TaskStatus == schemas.CriticalHealth {
+			return true, fmt.Errorf("task %s completed with status Critical%s", t.ID, taskMessages(&t))
+		}
+		return true, nil
+	case schemas.ExceptionTaskState, schemas.KilledTaskState, schemas.CancelledTaskState:
+		return true, fmt.Errorf("task %s ended %s%s", t.ID, t.TaskState, taskMessages(&t))
+	case "":
+		// Not a Task: the operation's own response; the read-back decides.
+		return true, nil
+	}
+	return false, nil
+}
+
+func taskMessages(t *schemas.Task) string {
+	var parts []string
+	for _, m := range t.Messages {
+		if m.Message != "" {
+			parts = append(parts, m.Message)
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	s := ": " + strings.Join(parts, "; ")
+	if len(s) > 300 {
+		s = s[:300] + "..."
+	}
+	return s
+}

@@ -1,0 +1,378 @@
+package redfishsim
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+type client struct {
+	t     *testing.T
+	base  string
+	token string
+	basic [2]string
+}
+
+func (c *client) do(method, path string, body any, hdr map[string]string) (*http.Response, map[string]any) {
+	c.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		if s, ok := body.(string); ok {
+			rd = strings.NewReader(s)
+		} else {
+			b, _ := json.Marshal(body)
+			rd = bytes.NewReader(b)
+		}
+	}
+	req, err := http.NewRequest(method, c.base+path, rd)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if c.token != "" {
+		req.Header.Set("X-Auth-Token", c.token)
+	}
+	if c.basic[0] != "" {
+		req.SetBasicAuth(c.basic[0], c.basic[1])
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var doc map[string]any
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &doc); err != nil {
+			c.t.Fatalf("%s %s: answer is not JSON: %v: %q", method, path, err, raw)
+		}
+	}
+	return resp, doc
+}
+
+func (c *client) login(user, pass string) string {
+	c.t.Helper()
+	resp, doc := c.do("POST", "/redfish/v1/SessionService/Sessions", map[string]string{"UserName": user, "Password": pass}, nil)
+	if resp.StatusCode != http.StatusCreated {
+		c.t.Fatalf("login: %d %v", resp.StatusCode, doc)
+	}
+	if resp.Header.Get("X-Auth-Token") == "" || resp.Header.Get("Location") == "" {
+		c.t.Fatalf("login: missing token or Location: %v", resp.Header)
+	}
+	c.token = resp.Header.Get("X-Auth-Token")
+	return resp.Header.Get("Location")
+}
+
+func start(t *testing.T, opts Options) (*Sim, *client) {
+	t.Helper()
+	sim, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(sim)
+	t.Cleanup(func() { srv.Close(); sim.Close() })
+	return sim, &client{t: t, base: srv.URL}
+}
+
+func wantError(t *testing.T, doc map[string]any, messageID string) {
+	t.Helper()
+	e, _ := doc["error"].(map[string]any)
+	info, _ := e["@Message.ExtendedInfo"].([]any)
+	if e == nil || e["code"] == nil || len(info) == 0 {
+		t.Fatalf("not a Redfish error: %v", doc)
+	}
+	if id := info[0].(map[string]any)["MessageId"].(string); !strings.HasSuffix(id, "."+messageID) {
+		t.Fatalf("MessageId %s, want %s", id, messageID)
+	}
+}
+
+func TestServiceRootAndAuth(t *testing.T) {
+	_, c := start(t, Options{})
+	resp, doc := c.do("GET", "/redfish", nil, nil)
+	if resp.StatusCode != 200 || doc["v1"] != "/redfish/v1/" {
+		t.Fatalf("/redfish: %d %v", resp.StatusCode, doc)
+	}
+	resp, doc = c.do("GET", "/redfish/v1/", nil, nil)
+	if resp.StatusCode != 200 || doc["RedfishVersion"] != "1.15.0" || resp.Header.Get("OData-Version") != "4.0" {
+		t.Fatalf("service root without auth: %d %v %v", resp.StatusCode, resp.Header, doc["RedfishVersion"])
+	}
+	resp, doc = c.do("GET", "/redfish/v1/Systems", nil, nil)
+	if resp.StatusCode != 401 || resp.Header.Get("WWW-Authenticate") == "" {
+		t.Fatalf("Systems without auth: %d", resp.StatusCode)
+	}
+	wantError(t, doc, "NoValidSession")
+
+	c.basic = [2]string{"admin", "wrong"}
+	if resp, _ = c.do("GET", "/redfish/v1/Systems", nil, nil); resp.StatusCode != 401 {
+		t.Fatalf("bad Basic: %d", resp.StatusCode)
+	}
+	c.basic = [2]string{"admin", "password"}
+	if resp, _ = c.do("GET", "/redfish/v1/Systems", nil, nil); resp.StatusCode != 200 {
+		t.Fatalf("Basic: %d", resp.StatusCode)
+	}
+	c.basic = [2]string{}
+
+	resp, doc = c.do("POST", "/redfish/v1/SessionService/Sessions", map[string]string{"UserName": "admin", "Password": "nope"}, nil)
+	if resp.StatusCode != 401 || strings.Contains(mustJSON(doc), "nope") {
+		t.Fatalf("bad login: %d %v", resp.StatusCode, doc)
+	}
+	resp, doc = c.do("POST", "/redfish/v1/SessionService/Sessions", `{"UserName": "admin"`, nil)
+	if resp.StatusCode != 400 {
+		t.Fatalf("malformed login: %d", resp.StatusCode)
+	}
+	wantError(t, doc, "MalformedJSON")
+}
+
+func mustJSON(v any) string { b, _ := json.Marshal(v); return string(b) }
+
+func TestSessions(t *testing.T) {
+	sim, c := start(t, Options{SessionTimeout: 200 * time.Millisecond})
+	loc := c.login("admin", "password")
+	if n := sim.OpenSessions(); n != 1 {
+		t.Fatalf("open sessions %d, want 1", n)
+	}
+	resp, doc := c.do("GET", "/redfish/v1/SessionService/Sessions", nil, nil)
+	if resp.StatusCode != 200 || doc["Members@odata.count"].(float64) != 1 {
+		t.Fatalf("sessions: %d %v", resp.StatusCode, doc)
+	}
+	if resp, _ = c.do("DELETE", loc, nil, nil); resp.StatusCode != 204 {
+		t.Fatalf("logout: %d", resp.StatusCode)
+	}
+	if resp, _ = c.do("GET", "/redfish/v1/Systems", nil, nil); resp.StatusCode != 401 {
+		t.Fatalf("token after logout: %d", resp.StatusCode)
+	}
+	if n := sim.OpenSessions(); n != 0 {
+		t.Fatalf("open sessions %d after logout", n)
+	}
+	// Idle timeout.
+	c.login("admin", "password")
+	time.Sleep(300 * time.Millisecond)
+	if resp, _ = c.do("GET", "/redfish/v1/Systems", nil, nil); resp.StatusCode != 401 {
+		t.Fatalf("token after timeout: %d", resp.StatusCode)
+	}
+	if n := sim.OpenSessions(); n != 0 {
+		t.Fatalf("open sessions %d after timeout", n)
+	}
+}
+
+func TestResetEtagAndErrors(t *testing.T) {
+	sim, c := start(t, Options{Users: []User{{Name: "admin", Password: "password"}, {Name: "viewer", Password: "viewpass", Role: RoleReadOnly}}})
+	c.login("admin", "password")
+	sysURI := "/redfish/v1/Systems/437XR1138R2"
+	resp, doc := c.do("GET", sysURI, nil, nil)
+	etag := resp.Header.Get("ETag")
+	if etag == "" || doc["@odata.etag"] != etag || doc["PowerState"] != "On" {
+		t.Fatalf("system: etag %q body %v", etag, doc["@odata.etag"])
+	}
+	target := sysURI + "/Actions/ComputerSystem.Reset"
+	resp, doc = c.do("POST", target, map[string]string{"ResetType": "Bogus"}, nil)
+	if resp.StatusCode != 400 {
+		t.Fatalf("bogus reset: %d", resp.StatusCode)
+	}
+	wantError(t, doc, "ActionParameterValueNotInList")
+	resp, doc = c.do("POST", target, map[string]any{}, nil)
+	wantError(t, doc, "ActionParameterMissing")
+
+	if resp, _ = c.do("POST", target, map[string]string{"ResetType": "ForceOff"}, map[string]string{"If-Match": etag}); resp.StatusCode != 204 {
+		t.Fatalf("ForceOff: %d", resp.StatusCode)
+	}
+	if sim.PowerState("") != "Off" {
+		t.Fatalf("power %s", sim.PowerState(""))
+	}
+	// The etag changed with PowerState: the old one is refused.
+	resp, doc = c.do("POST", target, map[string]string{"ResetType": "On"}, map[string]string{"If-Match": etag})
+	if resp.StatusCode != 412 {
+		t.Fatalf("stale If-Match: %d", resp.StatusCode)
+	}
+	wantError(t, doc, "PreconditionFailed")
+	if resp, _ = c.do("PATCH", sysURI, map[string]string{"AssetTag": "x"}, nil); resp.StatusCode != 405 {
+		t.Fatalf("PATCH: %d", resp.StatusCode)
+	}
+
+	ro := &client{t: t, base: c.base}
+	ro.login("viewer", "viewpass")
+	resp, doc = ro.do("POST", target, map[string]string{"ResetType": "On"}, nil)
+	if resp.StatusCode != 403 {
+		t.Fatalf("read-only reset: %d", resp.StatusCode)
+	}
+	wantError(t, doc, "InsufficientPrivilege")
+}
+
+func TestAsyncResetTaskMonitor(t *testing.T) {
+	var hooks []string
+	sim, c := start(t, Options{Profile: ProfileOpenBMC, PowerOffDelay: 100 * time.Millisecond,
+		OnPowerOff: func(id string) { hooks = append(hooks, "off:"+id) }})
+	c.login("admin", "password")
+	_, doc := c.do("GET", "/redfish/v1/Systems/system", nil, nil)
+	reset := doc["Actions"].(map[string]any)["#ComputerSystem.Reset"].(map[string]any)
+	if _, ok := reset["@Redfish.ActionInfo"]; !ok {
+		t.Fatalf("openbmc reset has no ActionInfo: %v", reset)
+	}
+	resp, doc := c.do("POST", reset["target"].(string), map[string]string{"ResetType": "ForceOff"}, nil)
+	mon := resp.Header.Get("Location")
+	if resp.StatusCode != 202 || mon == "" || doc["TaskState"] != "Running" {
+		t.Fatalf("async reset: %d %q %v", resp.StatusCode, mon, doc)
+	}
+	if p := sim.PowerState(""); p != "PoweringOff" {
+		t.Fatalf("power right after reset: %s, want PoweringOff", p)
+	}
+	if resp, _ = c.do("GET", mon, nil, nil); resp.StatusCode != 202 {
+		t.Fatalf("monitor while running: %d", resp.StatusCode)
+	}
+	time.Sleep(200 * time.Millisecond)
+	resp, doc = c.do("GET", mon, nil, nil)
+	if resp.StatusCode != 200 || doc["TaskState"] != "Completed" {
+		t.Fatalf("monitor after: %d %v", resp.StatusCode, doc)
+	}
+	if sim.PowerState("") != "Off" || len(hooks) != 1 || hooks[0] != "off:system" {
+		t.Fatalf("power %s hooks %v", sim.PowerState(""), hooks)
+	}
+}
+
+// Every link in every profile resolves: a trimmed tree that stays consistent.
+func TestProfilesLinksResolve(t *testing.T) {
+	for _, prof := range Profiles() {
+		t.Run(prof, func(t *testing.T) {
+			_, c := start(t, Options{Profile: prof})
+			c.login("admin", "password")
+			seen := map[string]bool{}
+			queue := []string{"/redfish/v1/"}
+			for len(queue) > 0 {
+				p := queue[0]
+				queue = queue[1:]
+				if seen[p] || strings.Contains(p, "#") {
+					continue
+				}
+				seen[p] = true
+				resp, doc := c.do("GET", p, nil, nil)
+				if resp.StatusCode != 200 {
+					t.Fatalf("GET %s: %d", p, resp.StatusCode)
+				}
+				collectLinks(doc, &queue)
+			}
+			if len(seen) < 10 {
+				t.Fatalf("only %d resources reachable", len(seen))
+			}
+		})
+	}
+}
+
+func collectLinks(v any, out *[]string) {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, c := range t {
+			if s, ok := c.(string); ok && (k == "@odata.id" || k == "@Redfish.ActionInfo") {
+				*out = append(*out, s)
+			}
+			collectLinks(c, out)
+		}
+	case []any:
+		for _, c := range t {
+			collectLinks(c, out)
+		}
+	}
+}
+
+func TestFaults(t *testing.T) {
+	sim, c := start(t, Options{})
+	sim.SetFaults(Faults{ServerErrors: 1})
+	resp, doc := c.do("GET", "/redfish/v1/", nil, nil)
+	if resp.StatusCode != 503 {
+		t.Fatalf("fault 5xx: %d", resp.StatusCode)
+	}
+	wantError(t, doc, "ServiceTemporarilyUnavailable")
+	if resp, _ = c.do("GET", "/redfish/v1/", nil, nil); resp.StatusCode != 200 {
+		t.Fatalf("after fault: %d", resp.StatusCode)
+	}
+	sim.SetFaults(Faults{DropConnections: 1})
+	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	if _, err := fresh.Get(c.base + "/redfish/v1/"); err == nil {
+		t.Fatal("dropped connection answered")
+	}
+	sim.SetFaults(Faults{Latency: 100 * time.Millisecond})
+	t0 := time.Now()
+	c.do("GET", "/redfish/v1/", nil, nil)
+	if time.Since(t0) < 100*time.Millisecond {
+		t.Fatal("latency not applied")
+	}
+	sim.SetFaults(Faults{ResetIgnored: true})
+	c.login("admin", "password")
+	if resp, _ = c.do("POST", "/redfish/v1/Systems/437XR1138R2/Actions/ComputerSystem.Reset", map[string]string{"ResetType": "ForceOff"}, nil); resp.StatusCode != 204 {
+		t.Fatalf("ignored reset: %d", resp.StatusCode)
+	}
+	if sim.PowerState("") != "On" {
+		t.Fatal("ignored reset changed power")
+	}
+}
+
+func TestIDRACConflictAndILOBody(t *testing.T) {
+	sim, c := start(t, Options{Profile: ProfileIDRAC, InitialPowerState: "Off"})
+	c.login("admin", "password")
+	_, doc := c.do("GET", "/redfish/v1/Systems/System.Embedded.1", nil, nil)
+	vals := doc["Actions"].(map[string]any)["#ComputerSystem.Reset"].(map[string]any)["ResetType@Redfish.AllowableValues"].([]any)
+	for _, v := range vals {
+		if v == "GracefulRestart" {
+			t.Fatal("iDRAC profile lists GracefulRestart")
+		}
+	}
+	resp, _ := c.do("POST", "/redfish/v1/Systems/System.Embedded.1/Actions/ComputerSystem.Reset", map[string]string{"ResetType": "ForceOff"}, nil)
+	if resp.StatusCode != 409 || sim.PowerState("") != "Off" {
+		t.Fatalf("iDRAC ForceOff when off: %d", resp.StatusCode)
+	}
+
+	_, c2 := start(t, Options{Profile: ProfileILO})
+	loc := c2.login("admin", "password")
+	if !strings.HasPrefix(loc, "http://") {
+		t.Fatalf("iLO session Location %q is not absolute", loc)
+	}
+	resp, doc = c2.do("POST", "/redfish/v1/Systems/1/Actions/ComputerSystem.Reset", map[string]string{"ResetType": "ForceOff"}, nil)
+	if resp.StatusCode != 200 || !strings.Contains(mustJSON(doc), "Base.1.4.Success") {
+		t.Fatalf("iLO reset: %d %v", resp.StatusCode, doc)
+	}
+}
+
+// FuzzHandler: whatever a client sends, the simulator answers (never
+// panics), and every error is a Redfish JSON error.
+func FuzzHandler(f *testing.F) {
+	f.Add("POST", "/redfish/v1/SessionService/Sessions", `{"UserName":"admin","Password":"password"}`)
+	f.Add("POST", "/redfish/v1/Systems/437XR1138R2/Actions/ComputerSystem.Reset", `{"ResetType":"ForceOff"}`)
+	f.Add("POST", "/redfish/v1/Systems/437XR1138R2/Actions/ComputerSystem.Reset", `{"ResetType":7}`)
+	f.Add("GET", "/redfish/v1/TaskService/TaskMonitors/1", "")
+	f.Add("DELETE", "/redfish/v1/SessionService/Sessions/x", "null")
+	sim, err := New(Options{Profile: ProfileOpenBMC})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, method, path, body string) {
+		if !validMethod(method) || !strings.HasPrefix(path, "/") {
+			return
+		}
+		req := httptest.NewRequest(http.MethodGet, "/", strings.NewReader(body))
+		req.Method = method
+		req.URL.Path = path
+		req.SetBasicAuth("admin", "password")
+		w := httptest.NewRecorder()
+		sim.ServeHTTP(w, req)
+		if w.Code >= 400 {
+			var doc map[string]any
+			if err := json.Unmarshal(w.Body.Bytes(), &doc); err != nil || doc["error"] == nil {
+				t.Fatalf("%s %s: %d answer is not a Redfish error: %q", method, path, w.Code, w.Body.String())
+			}
+		}
+	})
+}
+
+func validMethod(m string) bool {
+	switch m {
+	case "GET", "HEAD", "POST", "PATCH", "PUT", "DELETE":
+		return true
+	}
+	return false
+}
