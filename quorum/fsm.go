@@ -188,6 +188,11 @@ func (f *FSM) apply(c *Command) any {
 			}
 			s.Unconfirmed[c.Node] = c.Epoch
 		}
+		if c.State == HolderMounting || c.State == HolderMounted {
+			// The holder passed the takeover gate: the previous primary's
+			// lease has been waited out or that node is confirmed stopped.
+			s.LeaseOf = ""
+		}
 		s.HolderState = c.State
 		s.Reason = c.Reason
 		return nil

@@ -25,6 +25,12 @@ func (w logWriter) Write(p []byte) (int, error) {
 		}
 		lvl := w.level
 		switch {
+		case strings.Contains(s, "failed to heartbeat"), strings.Contains(s, "failed to appendEntries"),
+			strings.Contains(s, "failed to make requestVote"), strings.Contains(s, "failed to contact:"),
+			strings.Contains(s, "failed to decode incoming command"):
+			// Repeated every few milliseconds while a peer is down; the
+			// membership and role changes already tell the story.
+			lvl = slog.LevelDebug
 		case strings.Contains(s, "[ERR]"), strings.Contains(s, "[ERROR]"):
 			lvl = slog.LevelError
 		case strings.Contains(s, "[WARN]"):

@@ -60,7 +60,9 @@ func raftConfig(self string, lease time.Duration, log *slog.Logger) *raft.Config
 	}
 	c.HeartbeatTimeout = hb
 	c.ElectionTimeout = hb
-	c.LeaderLeaseTimeout = hb / 2
+	// raft's own step-down; fenced's lease (daemon) is what guards safety,
+	// so this only needs to be as tolerant as the followers are.
+	c.LeaderLeaseTimeout = hb
 	c.CommitTimeout = 20 * time.Millisecond
 	// Lease renewals append a barrier entry every heartbeat; snapshot often
 	// enough that the log stays small.
