@@ -35,6 +35,9 @@ type Config struct {
 	// lines maps a path ("nodes[1].gossip") to its line in the file.
 	lines map[string]int
 	file  string
+	// undecoded paths already reported by Parse; Validate does not
+	// report them again.
+	undecoded map[string]bool
 }
 
 // Cluster names the cluster.

@@ -92,6 +92,7 @@ func Parse(data []byte, name string) (*Config, error) {
 	c := Default()
 	c.file = name
 	c.lines = map[string]int{}
+	c.undecoded = map[string]bool{}
 	walkLines(doc.Content[0], "", c.lines)
 
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -128,6 +129,9 @@ func Parse(data []byte, name string) (*Config, error) {
 			p.Msg = fmt.Sprintf("want %s, got %s %q", goTypeName(m[3]), yamlTagName(m[1]), m[2])
 		}
 		ps = append(ps, p)
+		if p.Path != "" {
+			c.undecoded[p.Path] = true
+		}
 	}
 	return c, ps.sorted()
 }

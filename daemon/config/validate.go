@@ -77,6 +77,9 @@ type validator struct {
 }
 
 func (v *validator) add(path, format string, args ...any) {
+	if v.c.undecoded[path] {
+		return
+	}
 	v.ps = append(v.ps, Problem{File: v.c.file, Line: v.c.line(path), Path: path, Msg: fmt.Sprintf(format, args...)})
 }
 
