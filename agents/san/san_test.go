@@ -447,26 +447,39 @@ func FuzzParse(f *testing.F) {
 }
 
 // BenchmarkOffConfirmed measures off up to a confirmed read-back of the
-// effective configuration (on, untimed, puts the target back in between)
-// and reports the median as well.
+// effective configuration (login, reads, transaction, enable, read-back,
+// logout) over HTTP and HTTPS; on, untimed, puts the target back in
+// between. It reports the median as well as the mean.
 func BenchmarkOffConfirmed(b *testing.B) {
-	srv := startFabric(b, fabricsim.ExampleZoning(), false)
-	a := newAgentT(b, testParams(srv, host1))
-	ctx := ctxT(b)
-	var ds []time.Duration
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		start := time.Now()
-		if err := a.Off(ctx); err != nil {
-			b.Fatal(err)
+	for _, useTLS := range []bool{false, true} {
+		name := "http"
+		if useTLS {
+			name = "https"
 		}
-		ds = append(ds, time.Since(start))
-		b.StopTimer()
-		if err := a.On(ctx); err != nil {
-			b.Fatal(err)
-		}
-		b.StartTimer()
+		b.Run(name, func(b *testing.B) {
+			srv := startFabric(b, fabricsim.ExampleZoning(), useTLS)
+			p := testParams(srv, host1)
+			if useTLS {
+				p["ssl"], p["ssl_insecure"] = "1", "1"
+			}
+			a := newAgentT(b, p)
+			ctx := ctxT(b)
+			var ds []time.Duration
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				start := time.Now()
+				if err := a.Off(ctx); err != nil {
+					b.Fatal(err)
+				}
+				ds = append(ds, time.Since(start))
+				b.StopTimer()
+				if err := a.On(ctx); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+			slices.Sort(ds)
+			b.ReportMetric(float64(ds[len(ds)/2].Microseconds())/1000, "median-ms")
+		})
 	}
-	slices.Sort(ds)
-	b.ReportMetric(float64(ds[len(ds)/2].Microseconds())/1000, "median-ms")
 }
