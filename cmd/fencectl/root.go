@@ -6,13 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/fenced/fenced/daemon/apiclient"
 )
 
 // Exit codes of fencectl, documented in --help.
@@ -95,68 +94,19 @@ Exit codes:
 	return root
 }
 
-// apiErr is a non-2xx answer from the daemon.
-type apiErr struct {
-	Status int
-	Msg    string `json:"error"`
-	Code   string `json:"code"`
-}
-
-func (e *apiErr) Error() string { return e.Msg }
-
-// call performs one API request and decodes the JSON answer into out.
+// call performs one API request and decodes the JSON answer into out,
+// mapping failures to exit codes.
 func (a *app) call(ctx context.Context, method, path string, query url.Values, body, out any) error {
-	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "unix", a.socket)
-	}}
-	defer tr.CloseIdleConnections()
-	client := &http.Client{Transport: tr}
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = strings.NewReader(string(b))
+	c := apiclient.New(a.socket)
+	defer c.Close()
+	err := c.Do(ctx, method, path, query, body, out)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, apiclient.ErrNotRunning):
+		return &exitError{exitNoDaemon, err}
 	}
-	u := "http://fenced" + path
-	if len(query) > 0 {
-		u += "?" + query.Encode()
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, rd)
-	if err != nil {
-		return err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		var ne *net.OpError
-		if errors.As(err, &ne) && ne.Op == "dial" {
-			return &exitError{exitNoDaemon, fmt.Errorf("fenced is not running (cannot connect to %s: %v)", a.socket, errors.Unwrap(ne.Err))}
-		}
-		return &exitError{exitFailure, err}
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return &exitError{exitFailure, err}
-	}
-	if resp.StatusCode/100 != 2 {
-		e := &apiErr{Status: resp.StatusCode}
-		if json.Unmarshal(data, e) != nil || e.Msg == "" {
-			e.Msg = fmt.Sprintf("%s %s: %s", method, path, resp.Status)
-		}
-		return &exitError{exitFailure, e}
-	}
-	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			return &exitError{exitFailure, fmt.Errorf("%s %s: undecodable answer: %w", method, path, err)}
-		}
-	}
-	return nil
+	return &exitError{exitFailure, err}
 }
 
 func (a *app) printJSON(v any) error {

@@ -1,0 +1,353 @@
+// Package devcluster runs a local cluster of real fenced processes on
+// loopback: the demo and the multi-process tests drive it. Each node runs in
+// its own process group so that a simulated power-off can kill the node and
+// everything it started.
+package devcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/fenced/fenced/daemon"
+	"github.com/fenced/fenced/daemon/apiclient"
+	"github.com/fenced/fenced/daemon/config"
+)
+
+// Options describe the cluster.
+type Options struct {
+	Nodes int
+	// Dir holds configs, data directories, sockets and logs.
+	Dir string
+	// Bin is the fenced binary.
+	Bin string
+	// Host is the loopback address nodes bind (default 127.0.0.1). With
+	// Hosts set, node i binds Hosts[i] instead (network namespaces).
+	Host  string
+	Hosts []string
+	// Timing overrides the defaults when non-zero.
+	Timing config.Timing
+	// Configure adjusts the generated configuration (devices, storage).
+	Configure func(c *config.Config)
+	// Wrap, when set, returns the command line that starts node i's
+	// process (e.g. prefixed with `ip netns exec NS`).
+	Wrap func(i int, argv []string) []string
+	// LogLevel of the nodes (default info).
+	LogLevel string
+}
+
+// Cluster is a set of fenced processes.
+type Cluster struct {
+	Opts   Options
+	Config *config.Config
+	Nodes  []*Node
+}
+
+// Node is one fenced process.
+type Node struct {
+	Index  int
+	Name   string
+	Config string // config file path
+	Socket string
+	Log    string // log file path
+	cl     *Cluster
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+// New writes the configuration of an n-node cluster; it starts nothing.
+func New(o Options) (*Cluster, error) {
+	if o.Nodes < 1 {
+		return nil, errors.New("devcluster: need at least one node")
+	}
+	if o.Host == "" {
+		o.Host = "127.0.0.1"
+	}
+	if o.LogLevel == "" {
+		o.LogLevel = "info"
+	}
+	c := &Cluster{Opts: o}
+	cfg := config.Default()
+	cfg.Version = 1
+	cfg.Cluster.Name = "dev"
+	cfg.Timing = mergeTiming(cfg.Timing, o.Timing)
+	for i := 0; i < o.Nodes; i++ {
+		host := o.Host
+		if len(o.Hosts) > i {
+			host = o.Hosts[i]
+		}
+		gp, err := FreePort(host)
+		if err != nil {
+			return nil, err
+		}
+		rp, err := FreePort(host)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Nodes = append(cfg.Nodes, config.Node{
+			Name:   fmt.Sprintf("node%d", i+1),
+			Gossip: net.JoinHostPort(host, strconv.Itoa(gp)),
+			Raft:   net.JoinHostPort(host, strconv.Itoa(rp)),
+		})
+	}
+	if o.Configure != nil {
+		o.Configure(cfg)
+	}
+	c.Config = cfg
+	for i, n := range cfg.Nodes {
+		nd := &Node{Index: i, Name: n.Name, cl: c,
+			Config: filepath.Join(o.Dir, n.Name+".yaml"),
+			Socket: filepath.Join(o.Dir, n.Name+".sock"),
+			Log:    filepath.Join(o.Dir, n.Name+".log")}
+		nc := *cfg
+		nc.Node = n.Name
+		nc.DataDir = filepath.Join(o.Dir, n.Name+"-data")
+		nc.API.Socket = nd.Socket
+		if err := writeYAML(nd.Config, &nc); err != nil {
+			return nil, err
+		}
+		c.Nodes = append(c.Nodes, nd)
+	}
+	return c, nil
+}
+
+func mergeTiming(base, over config.Timing) config.Timing {
+	if over.Heartbeat > 0 {
+		base.Heartbeat = over.Heartbeat
+	}
+	if over.Lease > 0 {
+		base.Lease = over.Lease
+	}
+	if over.Margin > 0 {
+		base.Margin = over.Margin
+	}
+	if over.Grace > 0 {
+		base.Grace = over.Grace
+	}
+	if over.FenceTimeout > 0 {
+		base.FenceTimeout = over.FenceTimeout
+	}
+	return base
+}
+
+func writeYAML(path string, v any) error {
+	b, err := yaml.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o600)
+}
+
+// FreePort returns a port free for both TCP and UDP on host (memberlist
+// binds both).
+func FreePort(host string) (int, error) {
+	for range 50 {
+		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			return 0, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenPacket("udp", net.JoinHostPort(host, strconv.Itoa(port)))
+		l.Close()
+		if err == nil {
+			u.Close()
+			return port, nil
+		}
+	}
+	return 0, errors.New("devcluster: no free port")
+}
+
+// Start starts every node.
+func (c *Cluster) Start() error {
+	for _, n := range c.Nodes {
+		if err := n.Start(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close kills every node still running.
+func (c *Cluster) Close() {
+	for _, n := range c.Nodes {
+		n.Kill()
+	}
+}
+
+// Start starts the node's process (in a new process group), appending its
+// output to its log.
+func (n *Node) Start() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd != nil {
+		select {
+		case <-n.done:
+		default:
+			return fmt.Errorf("%s already running", n.Name)
+		}
+	}
+	logf, err := os.OpenFile(n.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	argv := []string{n.cl.Opts.Bin, "run", "--config", n.Config, "--log-level", n.cl.Opts.LogLevel}
+	if n.cl.Opts.Wrap != nil {
+		argv = n.cl.Opts.Wrap(n.Index, argv)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start %s: %w", n.Name, err)
+	}
+	n.cmd = cmd
+	n.done = make(chan struct{})
+	done := n.done
+	go func() {
+		err := cmd.Wait()
+		logf.Close()
+		n.mu.Lock()
+		n.err = err
+		n.mu.Unlock()
+		close(done)
+	}()
+	return nil
+}
+
+// Pid returns the process id (0 if never started).
+func (n *Node) Pid() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil || n.cmd.Process == nil {
+		return 0
+	}
+	return n.cmd.Process.Pid
+}
+
+// Running reports whether the process is alive.
+func (n *Node) Running() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return false
+	}
+	select {
+	case <-n.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Signal sends sig to the node's whole process group.
+func (n *Node) Signal(sig syscall.Signal) error {
+	pid := n.Pid()
+	if pid == 0 {
+		return fmt.Errorf("%s not started", n.Name)
+	}
+	return syscall.Kill(-pid, sig)
+}
+
+// Kill is a power-off: SIGKILL to the process group, then wait.
+func (n *Node) Kill() {
+	if !n.Running() {
+		return
+	}
+	_ = n.Signal(syscall.SIGKILL)
+	n.Wait(5 * time.Second)
+}
+
+// Wait waits up to d for the process to exit and reports whether it did.
+func (n *Node) Wait(d time.Duration) bool {
+	n.mu.Lock()
+	done := n.done
+	n.mu.Unlock()
+	if done == nil {
+		return true
+	}
+	select {
+	case <-done:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+// ExitErr is the process's exit error after it ended.
+func (n *Node) ExitErr() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.err
+}
+
+// Status asks the node's API for its status.
+func (n *Node) Status(ctx context.Context) (daemon.Status, error) {
+	var st daemon.Status
+	c := apiclient.New(n.Socket)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	err := c.Do(ctx, "GET", "/v1/status", nil, nil, &st)
+	return st, err
+}
+
+// Client returns an API client for the node.
+func (n *Node) Client() *apiclient.Client { return apiclient.New(n.Socket) }
+
+// Primary polls the running nodes until exactly one reports that it is
+// acting as primary with a lease, and returns it with its epoch. Nodes in
+// skip are not asked (e.g. a paused one).
+func (c *Cluster) Primary(ctx context.Context, skip ...*Node) (*Node, uint64, error) {
+	for {
+		var found []*Node
+		var epoch uint64
+		for _, n := range c.Nodes {
+			if contains(skip, n) || !n.Running() {
+				continue
+			}
+			st, err := n.Status(ctx)
+			if err == nil && st.Self.Acting {
+				found = append(found, n)
+				epoch = st.Self.Epoch
+			}
+		}
+		if len(found) == 1 {
+			return found[0], epoch, nil
+		}
+		if len(found) > 1 {
+			names := ""
+			for _, f := range found {
+				names += " " + f.Name
+			}
+			return nil, 0, fmt.Errorf("more than one node acting as primary:%s", names)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, 0, fmt.Errorf("no primary: %w", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func contains(ns []*Node, n *Node) bool {
+	for _, x := range ns {
+		if x == n {
+			return true
+		}
+	}
+	return false
+}
