@@ -205,7 +205,7 @@ func (a *Agent) session(ctx context.Context, what string) (*fosSession, func(), 
 	if err != nil {
 		var he *httpError
 		if errors.As(err, &he) && (he.status == http.StatusUnauthorized || he.status == http.StatusForbidden) {
-			return nil, nil, agents.AuthFailed(a.op(what), fmt.Errorf("login as %s: %w", a.cfg.user, err))
+			return nil, nil, agents.AuthFailed(a.op(what), fmt.Errorf("login as %s: credentials rejected: %w", a.cfg.user, err))
 		}
 		return nil, nil, agents.Failed(a.op(what), fmt.Errorf("login: %w", err))
 	}
