@@ -483,3 +483,42 @@ func BenchmarkOffConfirmed(b *testing.B) {
 		})
 	}
 }
+
+func TestCancelledWhileWaitingIsUnknown(t *testing.T) {
+	srv := startFabric(t, fabricsim.ExampleZoning(), false)
+	srv.SetFaults(fabricsim.Faults{EnableNoEffect: true})
+	a := newAgentT(t, testParams(srv, host1))
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	err := a.Off(ctx)
+	if !errors.Is(err, agents.ErrOutcomeUnknown) {
+		t.Fatalf("off cancelled after the enable was accepted = %v; want outcome unknown", err)
+	}
+	if srv.Stats().Enables != 1 {
+		t.Fatalf("stats %+v", srv.Stats())
+	}
+}
+
+func TestPartlyZonedIsOn(t *testing.T) {
+	srv := startFabric(t, fabricsim.ExampleZoning(), false)
+	if err := newAgentT(t, testParams(srv, host1a)).Off(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	// host1b is still zoned in: host1 can still reach storage.
+	wantState(t, newAgentT(t, testParams(srv, host1)), agents.StateOn)
+	if err := newAgentT(t, testParams(srv, host1)).Off(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, newAgentT(t, testParams(srv, host1)), agents.StateOff)
+	// Each target unfences what it fenced.
+	if err := newAgentT(t, testParams(srv, host1)).On(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if eff := effectiveWWNs(srv); eff[host1a] || !eff[host1b] {
+		t.Fatalf("after host1's on: host1a %v (fenced on its own, want still out), host1b %v", eff[host1a], eff[host1b])
+	}
+	if err := newAgentT(t, testParams(srv, host1a)).On(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, newAgentT(t, testParams(srv, host1)), agents.StateOn)
+}
