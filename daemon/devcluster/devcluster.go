@@ -85,17 +85,18 @@ func New(o Options) (*Cluster, error) {
 	cfg.Cluster.Name = "dev"
 	cfg.Timing = mergeTiming(cfg.Timing, o.Timing)
 	for i := 0; i < o.Nodes; i++ {
-		host := o.Host
+		host, gp, rp := o.Host, 7946, 7947
 		if len(o.Hosts) > i {
+			// A namespace of its own: the standard ports are free there.
 			host = o.Hosts[i]
-		}
-		gp, err := FreePort(host)
-		if err != nil {
-			return nil, err
-		}
-		rp, err := FreePort(host)
-		if err != nil {
-			return nil, err
+		} else {
+			var err error
+			if gp, err = FreePort(host); err != nil {
+				return nil, err
+			}
+			if rp, err = FreePort(host); err != nil {
+				return nil, err
+			}
 		}
 		cfg.Nodes = append(cfg.Nodes, config.Node{
 			Name:   fmt.Sprintf("node%d", i+1),

@@ -1,0 +1,111 @@
+package devcluster
+
+import (
+	"fmt"
+	"os/exec"
+	"strings"
+)
+
+// Netns is a set of network namespaces, one per node, joined by a bridge
+// that lives in a namespace of its own, so nothing touches the host's
+// network. Partitions are nftables rules inside a node's namespace. Needs
+// root, iproute2 and nftables.
+type Netns struct {
+	Prefix string   // namespace name prefix, unique per test
+	Hosts  []string // node addresses, index i in namespace Prefix+i
+	sw     string
+}
+
+// NewNetns creates n namespaces on the subnet 10.213.<subnet>.0/24 (private
+// addresses that exist only inside these namespaces).
+func NewNetns(prefix string, n, subnet int) (*Netns, error) {
+	ns := &Netns{Prefix: prefix, sw: prefix + "sw"}
+	run := func(args ...string) error {
+		out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		}
+		return nil
+	}
+	ns.Close() // leftovers of an earlier run
+	steps := [][]string{
+		{"ip", "netns", "add", ns.sw},
+		{"ip", "-n", ns.sw, "link", "add", "br0", "type", "bridge"},
+		{"ip", "-n", ns.sw, "link", "set", "br0", "up"},
+	}
+	for i := range n {
+		name := ns.Name(i)
+		host := fmt.Sprintf("10.213.%d.%d", subnet, i+1)
+		ns.Hosts = append(ns.Hosts, host)
+		veth := fmt.Sprintf("v%s%d", prefix, i)
+		if len(veth) > 12 {
+			veth = veth[len(veth)-12:]
+		}
+		steps = append(steps,
+			[]string{"ip", "netns", "add", name},
+			[]string{"ip", "-n", name, "link", "set", "lo", "up"},
+			[]string{"ip", "-n", ns.sw, "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", name},
+			[]string{"ip", "-n", ns.sw, "link", "set", veth, "master", "br0", "up"},
+			[]string{"ip", "-n", name, "addr", "add", host + "/24", "dev", "eth0"},
+			[]string{"ip", "-n", name, "link", "set", "eth0", "up"},
+		)
+	}
+	for _, s := range steps {
+		if err := run(s...); err != nil {
+			ns.Close()
+			return nil, err
+		}
+	}
+	return ns, nil
+}
+
+// Name is node i's namespace.
+func (ns *Netns) Name(i int) string { return fmt.Sprintf("%s%d", ns.Prefix, i) }
+
+// Wrap runs argv inside node i's namespace.
+func (ns *Netns) Wrap(i int, argv []string) []string {
+	return append([]string{"ip", "netns", "exec", ns.Name(i)}, argv...)
+}
+
+// Isolate drops all traffic between node i and every other node, in both
+// directions, with nftables inside i's namespace.
+func (ns *Netns) Isolate(i int) error {
+	var peers []string
+	for j, h := range ns.Hosts {
+		if j != i {
+			peers = append(peers, h)
+		}
+	}
+	set := strings.Join(peers, ", ")
+	rules := fmt.Sprintf(`table inet fenced_partition {
+  chain in { type filter hook input priority 0; policy accept; ip saddr { %s } drop; }
+  chain out { type filter hook output priority 0; policy accept; ip daddr { %s } drop; }
+}
+`, set, set)
+	cmd := exec.Command("ip", "netns", "exec", ns.Name(i), "nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(rules)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("nft isolate %s: %v: %s", ns.Name(i), err, out)
+	}
+	return nil
+}
+
+// Heal removes node i's partition rules.
+func (ns *Netns) Heal(i int) error {
+	out, err := exec.Command("ip", "netns", "exec", ns.Name(i), "nft", "delete", "table", "inet", "fenced_partition").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("nft heal %s: %v: %s", ns.Name(i), err, out)
+	}
+	return nil
+}
+
+// Close deletes the namespaces (their links go with them).
+func (ns *Netns) Close() {
+	out, _ := exec.Command("ip", "netns", "list").Output()
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 0 && strings.HasPrefix(f[0], ns.Prefix) {
+			exec.Command("ip", "netns", "del", f[0]).Run()
+		}
+	}
+}
