@@ -360,6 +360,7 @@ func TestParamsValidation(t *testing.T) {
 		{"kg not hex", "hexadecimal_kg", "zz-secret-zz", "not hexadecimal"},
 		{"unknown", "frobnicate", "1", "parameter frobnicate: unknown"},
 		{"power_timeout", "power_timeout", "0", "power_timeout: must be > 0"},
+		{"kg file", "hexadecimal_kg_file", "/etc/kg", "hexadecimal_kg_file: not supported"},
 		{"lanplus", "lanplus", "maybe", "parameter lanplus"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

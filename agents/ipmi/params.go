@@ -132,6 +132,11 @@ func parseConfig(p agents.Params, log *slog.Logger) (*config, error) {
 	default:
 		errs = append(errs, fmt.Errorf("parameter privlvl: %q is not callback, user, operator or administrator", lvl))
 	}
+	for _, name := range []string{"hexadecimal_kg_file", "hexadecimal_kg_script"} {
+		if _, ok := p[name]; ok {
+			errs = append(errs, fmt.Errorf("parameter %s: not supported; give hexadecimal_kg on stdin", name))
+		}
+	}
 	if kg, ok := p["hexadecimal_kg"]; ok && kg != "" {
 		b, err := hex.DecodeString(strings.TrimPrefix(strings.TrimSpace(kg), "0x"))
 		switch {
