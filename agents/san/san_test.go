@@ -522,3 +522,51 @@ func TestPartlyZonedIsOn(t *testing.T) {
 	}
 	wantState(t, newAgentT(t, testParams(srv, host1)), agents.StateOn)
 }
+
+// TestRacingAdministrator commits zoning changes from another session while
+// off runs: off must either land its change with the other's intact, or
+// report the conflict; never lose either silently.
+func TestRacingAdministrator(t *testing.T) {
+	srv := startFabric(t, fabricsim.ExampleZoning(), false)
+	a := newAgentT(t, testParams(srv, host1, "conflict_retries", "8"))
+	stop := make(chan struct{})
+	done := make(chan int)
+	go func() {
+		n := 0
+		defer func() { done <- n }()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+				srv.AdminChange()
+				n++
+			}
+		}
+	}()
+	err := a.Off(ctxT(t))
+	close(stop)
+	changes := <-done
+	// The scratch zone is toggled by each of the other admin's commits: its
+	// presence shows whether the last of them survived ours.
+	if _, ok := zoneSets(srv.Defined())["sim_other_admin"]; ok != (changes%2 == 1) {
+		t.Fatalf("after %d commits by the other admin their scratch zone present = %v: a change was lost", changes, ok)
+	}
+	st := srv.Stats()
+	t.Logf("off = %v after %d conflicts; the other admin committed %d times", err, st.Conflicts, changes)
+	if err != nil {
+		if !strings.Contains(err.Error(), "checksum mismatch") {
+			t.Fatalf("off failed for another reason: %v", err)
+		}
+		if !effectiveWWNs(srv)[host1a] {
+			t.Fatal("off failed but host1 left the effective configuration")
+		}
+		return
+	}
+	if eff := effectiveWWNs(srv); eff[host1a] || eff[host1b] {
+		t.Fatal("off succeeded but host1 is effective")
+	}
+	if got := zoneSets(srv.Defined())["z_host1_a"]; got != "50:06:01:60:3e:a0:00:01|" {
+		t.Fatalf("z_host1_a = %q after a successful off", got)
+	}
+}
