@@ -46,8 +46,8 @@ type Attempt struct {
 	Agent    string        `json:"agent"`
 	Plug     string        `json:"plug,omitempty"`
 	Action   string        `json:"action"`
-	Try      int           `json:"try"` // 1-based
-	Result   string        `json:"result"` // success, failed, unknown
+	Try      int           `json:"try"`                // 1-based
+	Result   string        `json:"result"`             // success, failed, unknown
 	ReadBack string        `json:"readBack,omitempty"` // state read back: off, on, unknown
 	Duration time.Duration `json:"durationNs"`
 	Error    string        `json:"error,omitempty"`

@@ -1,0 +1,531 @@
+package stonith
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fenced/fenced/agents"
+)
+
+// Actions a Request may ask for.
+const (
+	ActionOff    = "off"
+	ActionReboot = "reboot"
+	ActionOn     = "on"
+)
+
+// Attempt results.
+const (
+	ResultSuccess = "success"
+	ResultFailed  = "failed"
+	ResultUnknown = "unknown"
+)
+
+// Topology is a node's fence topology: levels tried in order.
+type Topology []Level
+
+// Level is one fence level: every device must succeed for the level to
+// succeed (e.g. both PDUs feeding a dual-PSU server).
+type Level struct {
+	Devices []Target
+}
+
+// Target is one device of a level with the fenced node's mapping on it.
+type Target struct {
+	Device string // device name from the configuration, for records and logs
+	Agent  string // registered agent kind
+	Plug   string // the node on that device: outlet, system id, WWPNs
+	// Params are the device's parameters merged with the node's overrides;
+	// Plug is added as "plug" when set.
+	Params agents.Params
+	// Timeout bounds one try (the action and the engine's read-back);
+	// 0 means Engine.DefaultTimeout.
+	Timeout time.Duration
+	// Retries of a failed or unknown try before the device is given up.
+	Retries int
+}
+
+// Request asks the engine to fence (or unfence) one node.
+type Request struct {
+	Target      string // node name
+	Topology    Topology
+	Action      string // ActionOff, ActionReboot or ActionOn
+	Reason      string
+	RequestedBy string
+	Executor    string
+	Epoch       uint64
+	ID          uint64
+	// Levels restricts an unfence (ActionOn) to these 1-based levels, e.g.
+	// the level that fenced the node according to the history. Empty means
+	// every level. Ignored for off and reboot.
+	Levels []int
+	// OnProgress, when set, receives a copy of the record after every
+	// attempt (Outcome pending). Calls are serialised.
+	OnProgress func(Record)
+}
+
+// Engine runs fence requests. It is safe for concurrent use: requests for
+// different nodes run in parallel; a request for a node that is already
+// being fenced waits until that operation has finished, then runs on its
+// own and produces its own record (no joining: each request is recorded
+// with its own id, and a second off of a node already off is a cheap
+// confirmed no-op).
+type Engine struct {
+	reg *agents.Registry
+	log *slog.Logger
+
+	// DefaultTimeout bounds one try of a device whose Target.Timeout is 0.
+	DefaultTimeout time.Duration
+	// RetryDelay is the pause before the second try of a device; it doubles
+	// with each further try, up to 8 times its value.
+	RetryDelay time.Duration
+	// Now is the wall clock for Record.Started/Finished (tests may fix it).
+	// Durations always use the monotonic clock.
+	Now func() time.Time
+
+	mu      sync.Mutex
+	running map[string]chan struct{} // node → closed when its operation ends
+}
+
+// NewEngine returns an engine building agents from reg.
+func NewEngine(reg *agents.Registry, log *slog.Logger) *Engine {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Engine{
+		reg:            reg,
+		log:            log,
+		DefaultTimeout: 20 * time.Second,
+		RetryDelay:     250 * time.Millisecond,
+		Now:            time.Now,
+		running:        map[string]chan struct{}{},
+	}
+}
+
+// lockTarget waits until no other operation runs for node, then claims it.
+func (e *Engine) lockTarget(ctx context.Context, node string) (release func(), err error) {
+	for {
+		e.mu.Lock()
+		busy, ok := e.running[node]
+		if !ok {
+			done := make(chan struct{})
+			e.running[node] = done
+			e.mu.Unlock()
+			return func() {
+				e.mu.Lock()
+				delete(e.running, node)
+				e.mu.Unlock()
+				close(done)
+			}, nil
+		}
+		e.mu.Unlock()
+		select {
+		case <-busy:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// Fence runs req and returns its record; Outcome is success only when the
+// node was read back off on every device of one level (for on: read back on
+// on every device asked). It never returns a pending record.
+func (e *Engine) Fence(ctx context.Context, req Request) Record {
+	rec := Record{
+		ID: req.ID, Kind: KindFence, Target: req.Target, Action: req.Action,
+		Reason: req.Reason, RequestedBy: req.RequestedBy, Executor: req.Executor,
+		Epoch: req.Epoch, Started: e.Now(), Outcome: OutcomePending,
+	}
+	if req.Action == ActionOn {
+		rec.Kind = KindUnfence
+	}
+	log := e.log.With("target", req.Target, "fence_id", req.ID, "action", req.Action, "epoch", req.Epoch)
+	finish := func(outcome, msg string) Record {
+		rec.Outcome, rec.Error, rec.Finished = outcome, msg, e.Now()
+		if outcome == OutcomeSuccess {
+			log.Info("fence finished", "outcome", outcome, "attempts", len(rec.Attempts), "error", msg)
+		} else {
+			log.Error("fence finished", "outcome", outcome, "attempts", len(rec.Attempts), "error", msg)
+		}
+		return rec
+	}
+	if req.Target == "" {
+		return finish(OutcomeFailed, "request names no target node")
+	}
+	switch req.Action {
+	case ActionOff, ActionReboot, ActionOn:
+	default:
+		return finish(OutcomeFailed, fmt.Sprintf("action %q: want off, reboot or on", req.Action))
+	}
+	if len(req.Topology) == 0 {
+		return finish(OutcomeFailed, "node "+req.Target+" has no fence topology")
+	}
+	release, err := e.lockTarget(ctx, req.Target)
+	if err != nil {
+		// Nothing was sent: the wait for the running operation was cut short.
+		return finish(OutcomeFailed, "waiting for the running operation on "+req.Target+": "+err.Error())
+	}
+	defer release()
+	rec.Started = e.Now()
+	log.Info("fence started", "levels", len(req.Topology), "reason", req.Reason, "requested_by", req.RequestedBy)
+
+	run := &operation{e: e, req: req, rec: &rec, log: log}
+	if req.Action == ActionOn {
+		outcome, msg := run.unfence(ctx)
+		return finish(outcome, msg)
+	}
+	outcome, level, msg := run.off(ctx)
+	if outcome != OutcomeSuccess || req.Action == ActionOff {
+		return finish(outcome, msg)
+	}
+	// Reboot: the node is confirmed off through every device of one level;
+	// power comes back through those same devices only, all of them, after
+	// all are off (a dual-PSU server stays off until both feeds are cut).
+	res := run.level(ctx, level, ActionOn)
+	if res.ok {
+		return finish(OutcomeSuccess, "")
+	}
+	// The fence itself is confirmed; what failed is the restart. The record
+	// stays a success (the node is safely off) and says what is left to do.
+	return finish(OutcomeSuccess, "confirmed off at level "+fmt.Sprint(level)+"; power on failed: "+res.err)
+}
+
+// operation is one running request.
+type operation struct {
+	e   *Engine
+	req Request
+	rec *Record
+	log *slog.Logger
+
+	mu sync.Mutex // guards rec.Attempts and serialises OnProgress
+}
+
+// off walks the levels in order until one succeeds. It returns the outcome,
+// the 1-based level that succeeded, and a summary of the failures.
+func (o *operation) off(ctx context.Context) (outcome string, level int, msg string) {
+	var problems []string
+	unknown := false
+	for i := range o.req.Topology {
+		n := i + 1
+		if err := ctx.Err(); err != nil {
+			problems = append(problems, fmt.Sprintf("level %d: not tried: %v", n, err))
+			break
+		}
+		res := o.level(ctx, n, ActionOff)
+		if res.ok {
+			return OutcomeSuccess, n, ""
+		}
+		unknown = unknown || res.unknown
+		problems = append(problems, fmt.Sprintf("level %d: %s", n, res.err))
+		o.log.Warn("fence level failed, trying the next", "level", n, "error", res.err)
+	}
+	if unknown {
+		return OutcomeUnknown, 0, strings.Join(problems, "; ")
+	}
+	return OutcomeFailed, 0, strings.Join(problems, "; ")
+}
+
+// unfence powers the node back on (or restores its zoning) through every
+// level asked for, last level first: the outer, more physical levels (PDU
+// feeds, fabric) are restored before the inner ones (the BMC's power on),
+// which may need them. A device already on reads back on and costs one
+// status query, so levels that did not cut the node are harmless.
+func (o *operation) unfence(ctx context.Context) (string, string) {
+	levels := o.req.Levels
+	if len(levels) == 0 {
+		for i := range o.req.Topology {
+			levels = append(levels, i+1)
+		}
+	}
+	var problems []string
+	failed, unknown := false, false
+	for i := len(levels) - 1; i >= 0; i-- {
+		n := levels[i]
+		if n < 1 || n > len(o.req.Topology) {
+			problems = append(problems, fmt.Sprintf("level %d: no such level (topology has %d)", n, len(o.req.Topology)))
+			failed = true
+			continue
+		}
+		res := o.level(ctx, n, ActionOn)
+		if !res.ok {
+			failed = true
+			unknown = unknown || res.unknown
+			problems = append(problems, fmt.Sprintf("level %d: %s", n, res.err))
+		}
+	}
+	switch {
+	case !failed:
+		return OutcomeSuccess, ""
+	case unknown:
+		return OutcomeUnknown, strings.Join(problems, "; ")
+	}
+	return OutcomeFailed, strings.Join(problems, "; ")
+}
+
+type levelResult struct {
+	ok      bool
+	unknown bool   // some attempt's outcome was unknown
+	err     string // why the level failed
+}
+
+// level runs action on every device of level n in parallel.
+func (o *operation) level(ctx context.Context, n int, action string) levelResult {
+	devs := o.req.Topology[n-1].Devices
+	if len(devs) == 0 {
+		return levelResult{err: "no devices"}
+	}
+	results := make([]deviceResult, len(devs))
+	var wg sync.WaitGroup
+	for i, t := range devs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = o.device(ctx, n, t, action)
+		}()
+	}
+	wg.Wait()
+	res := levelResult{ok: true}
+	var problems []string
+	for i, r := range results {
+		res.unknown = res.unknown || r.unknown
+		if !r.ok {
+			res.ok = false
+			problems = append(problems, "device "+devs[i].Device+": "+r.err)
+		}
+	}
+	res.err = strings.Join(problems, ", ")
+	return res
+}
+
+type deviceResult struct {
+	ok      bool
+	unknown bool // some attempt's outcome was unknown
+	err     string
+}
+
+// device runs action on one device, with retries, and records every try.
+func (o *operation) device(ctx context.Context, level int, t Target, action string) deviceResult {
+	log := o.log.With("level", level, "device", t.Device, "agent", t.Agent)
+	base := Attempt{Level: level, Device: t.Device, Agent: t.Agent, Plug: t.Plug, Action: action}
+	a, closeAgent, err := o.e.build(t, log)
+	if err != nil {
+		// A configuration error: nothing was sent, retrying cannot help.
+		at := base
+		at.Try, at.Result, at.Error = 1, ResultFailed, err.Error()
+		o.record(at)
+		return deviceResult{err: err.Error()}
+	}
+	defer closeAgent()
+
+	tries := 1 + max(t.Retries, 0)
+	res := deviceResult{}
+	delay := o.e.RetryDelay
+	for try := 1; try <= tries; try++ {
+		if try > 1 {
+			select {
+			case <-ctx.Done():
+				res.err += fmt.Sprintf("; try %d not made: %v", try, ctx.Err())
+				return res
+			case <-time.After(delay):
+			}
+			delay = min(delay*2, 8*o.e.RetryDelay)
+		}
+		at := o.e.try(ctx, a, t, action)
+		at.Level, at.Device, at.Agent, at.Plug, at.Action, at.Try = level, t.Device, t.Agent, t.Plug, action, try
+		o.record(at.Attempt)
+		switch at.Result {
+		case ResultSuccess:
+			log.Info("device "+action+" confirmed", "try", try, "read_back", at.ReadBack, "took", at.Duration)
+			res.ok, res.err = true, ""
+			return res
+		case ResultUnknown:
+			res.unknown = true
+		}
+		log.Warn("device "+action+" "+at.Result, "try", try, "of", tries, "error", at.Error)
+		res.err = fmt.Sprintf("try %d: %s: %s", try, at.Result, at.Error)
+		if at.auth {
+			// Credentials do not fix themselves: give the next level the time.
+			break
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return res
+}
+
+// tryResult is an Attempt plus what the engine needs to decide on retries.
+type tryResult struct {
+	Attempt
+	auth bool
+}
+
+// try makes one try: the agent's action (which reads back itself), then the
+// engine's own status query, which must agree. Success is never reported
+// without that read-back.
+func (e *Engine) try(ctx context.Context, a agents.Agent, t Target, action string) tryResult {
+	timeout := t.Timeout
+	if timeout <= 0 {
+		timeout = e.DefaultTimeout
+	}
+	tctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	start := time.Now()
+	var res tryResult
+	want := agents.StateOff
+	var err error
+	if action == ActionOn {
+		want = agents.StateOn
+		err = a.On(tctx)
+	} else {
+		err = a.Off(tctx)
+	}
+	if err == nil {
+		var st agents.State
+		st, err = a.Status(tctx)
+		switch {
+		case err != nil:
+			// The action reported success, our own read-back did not
+			// answer: we cannot tell, so this is not a confirmation.
+			err = agents.Unknown("read-back status", err)
+			res.ReadBack = agents.StateUnknown.String()
+		case st != want:
+			res.ReadBack = st.String()
+			if st == agents.StateUnknown {
+				err = agents.Unknown("read-back status", fmt.Errorf("device acknowledged %s but its state reads unknown", action))
+			} else {
+				err = agents.Failed("read-back status", fmt.Errorf("device acknowledged %s but reads back %s", action, st))
+			}
+		default:
+			res.ReadBack = st.String()
+		}
+	}
+	res.Duration = time.Since(start)
+	res.Stderr = stderrOf(err, a)
+	switch {
+	case err == nil:
+		res.Result = ResultSuccess
+	case agents.IsUnknown(err):
+		res.Result = ResultUnknown
+		res.Error = err.Error()
+	default:
+		res.Result = ResultFailed
+		res.Error = err.Error()
+		res.auth = errors.Is(err, agents.ErrAuth)
+	}
+	if err != nil && tctx.Err() != nil && ctx.Err() == nil && !strings.Contains(res.Error, "timeout") {
+		res.Error = fmt.Sprintf("device timeout %v: %s", timeout, res.Error)
+	}
+	return res
+}
+
+// maxStderr bounds the plugin output kept in a record.
+const maxStderr = 4 << 10
+
+// stderrOf returns the (already scrubbed) standard error a plugin agent
+// reported, from the error chain or the agent's last run.
+func stderrOf(err error, a agents.Agent) string {
+	var s string
+	var withStderr interface{ Stderr() string }
+	if errors.As(err, &withStderr) {
+		s = withStderr.Stderr()
+	} else if l, ok := a.(interface{ LastStderr() string }); ok {
+		s = l.LastStderr()
+	}
+	s = strings.TrimSpace(s)
+	if len(s) > maxStderr {
+		s = s[len(s)-maxStderr:]
+	}
+	return s
+}
+
+// record appends at to the record and reports progress.
+func (o *operation) record(at Attempt) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.rec.Attempts = append(o.rec.Attempts, at)
+	if o.req.OnProgress != nil {
+		cp := *o.rec
+		cp.Attempts = append([]Attempt(nil), o.rec.Attempts...)
+		o.req.OnProgress(cp)
+	}
+}
+
+// build makes the agent for t. Agents are built per operation and closed
+// after it, so a device's connection or session never outlives one fence
+// and a changed configuration takes effect at the next fence.
+func (e *Engine) build(t Target, log *slog.Logger) (agents.Agent, func(), error) {
+	k, ok := e.reg.Lookup(t.Agent)
+	if !ok {
+		return nil, nil, fmt.Errorf("device %s: unknown agent %q", t.Device, t.Agent)
+	}
+	p := make(agents.Params, len(t.Params)+1)
+	for n, v := range t.Params {
+		p[n] = v
+	}
+	if t.Plug != "" {
+		p["plug"] = t.Plug
+	}
+	a, err := k.New(p, log)
+	if err != nil {
+		return nil, nil, fmt.Errorf("device %s: %w", t.Device, err)
+	}
+	return a, func() {
+		if c, ok := a.(agents.Closer); ok {
+			if err := c.Close(); err != nil {
+				log.Debug("close agent", "err", err)
+			}
+		}
+	}, nil
+}
+
+// DeviceStatus reads the state of t's target without changing it, within
+// t's timeout (for `fencectl device status`).
+func (e *Engine) DeviceStatus(ctx context.Context, t Target) (agents.State, error) {
+	a, closeAgent, err := e.build(t, e.log.With("device", t.Device))
+	if err != nil {
+		return agents.StateUnknown, err
+	}
+	defer closeAgent()
+	ctx, cancel := e.deviceContext(ctx, t)
+	defer cancel()
+	st, err := a.Status(ctx)
+	if err != nil {
+		return agents.StateUnknown, fmt.Errorf("device %s: status: %w", t.Device, err)
+	}
+	return st, nil
+}
+
+// Monitor checks t's device answers and accepts our credentials: the
+// agent's Monitor when it has one, else a status query.
+func (e *Engine) Monitor(ctx context.Context, t Target) error {
+	a, closeAgent, err := e.build(t, e.log.With("device", t.Device))
+	if err != nil {
+		return err
+	}
+	defer closeAgent()
+	ctx, cancel := e.deviceContext(ctx, t)
+	defer cancel()
+	if m, ok := a.(agents.Monitor); ok {
+		err = m.Monitor(ctx)
+	} else {
+		_, err = a.Status(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("device %s: monitor: %w", t.Device, err)
+	}
+	return nil
+}
+
+func (e *Engine) deviceContext(ctx context.Context, t Target) (context.Context, context.CancelFunc) {
+	timeout := t.Timeout
+	if timeout <= 0 {
+		timeout = e.DefaultTimeout
+	}
+	return context.WithTimeout(ctx, timeout)
+}
