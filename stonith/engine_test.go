@@ -488,7 +488,9 @@ func TestOneOperationPerTarget(t *testing.T) {
 	// A waiter whose context ends gives up without touching the device.
 	l.dev("bmc", "node2").delay = 300 * time.Millisecond
 	done := make(chan Record)
-	go func() { done <- e.Fence(context.Background(), Request{Target: "node2", Action: ActionOff, Topology: topo2}) }()
+	go func() {
+		done <- e.Fence(context.Background(), Request{Target: "node2", Action: ActionOff, Topology: topo2})
+	}()
 	time.Sleep(50 * time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
