@@ -1,0 +1,131 @@
+package quorum
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"testing"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/fenced/fenced/stonith"
+)
+
+func apply(t *testing.T, f *FSM, c Command) any {
+	t.Helper()
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f.Apply(&raft.Log{Data: b})
+}
+
+func TestEpochsAndTakeoverGate(t *testing.T) {
+	f := NewFSM(10)
+	g := apply(t, f, Command{Op: OpAcquire, Node: "a"}).(Grant)
+	if g.Epoch != 1 || g.LeaseOf != "" || len(g.Unconfirmed) != 0 {
+		t.Fatalf("first grant %+v", g)
+	}
+	if err := apply(t, f, Command{Op: OpState, Node: "a", Epoch: 1, State: HolderMounting}); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, f, Command{Op: OpState, Node: "a", Epoch: 1, State: HolderMounted})
+
+	// b takes over: a may still run the storage and its lease may run.
+	g = apply(t, f, Command{Op: OpAcquire, Node: "b"}).(Grant)
+	if g.Epoch != 2 || g.LeaseOf != "a" || g.Unconfirmed["a"] != 1 || g.Previous != "a" {
+		t.Fatalf("second grant %+v", g)
+	}
+	// The deposed holder can no longer move the state.
+	err, _ := apply(t, f, Command{Op: OpState, Node: "a", Epoch: 1, State: HolderMounted}).(error)
+	if !errors.Is(err, ErrStale) {
+		t.Fatalf("stale state change: %v", err)
+	}
+	// b may not commit a mount intent while a is unconfirmed.
+	if err, _ := apply(t, f, Command{Op: OpState, Node: "b", Epoch: 2, State: HolderMounting}).(error); err == nil {
+		t.Fatal("mount intent accepted while a is unconfirmed")
+	}
+	// A failed fence changes nothing; a confirmed one clears a.
+	apply(t, f, Command{Op: OpRecord, Record: &stonith.Record{Kind: stonith.KindFence, Target: "a", Action: "off", Executor: "b", Outcome: stonith.OutcomeFailed}})
+	if f.State().Unconfirmed["a"] == 0 {
+		t.Fatal("failed fence cleared a")
+	}
+	apply(t, f, Command{Op: OpRecord, Record: &stonith.Record{Kind: stonith.KindFence, Target: "a", Action: "off", Executor: "b", Outcome: stonith.OutcomeSuccess}})
+	s := f.State()
+	if _, ok := s.Unconfirmed["a"]; ok || s.LeaseOf != "" {
+		t.Fatalf("confirmed fence did not clear a: %+v", s)
+	}
+	if err := apply(t, f, Command{Op: OpState, Node: "b", Epoch: 2, State: HolderMounting}); err != nil {
+		t.Fatalf("mount intent after fence: %v", err)
+	}
+	// b releases cleanly: c takes over without anything to wait for.
+	apply(t, f, Command{Op: OpRelease, Node: "b", Epoch: 2})
+	g = apply(t, f, Command{Op: OpAcquire, Node: "c"}).(Grant)
+	if g.Epoch != 3 || g.LeaseOf != "" || len(g.Unconfirmed) != 0 {
+		t.Fatalf("grant after release %+v", g)
+	}
+	// Manual confirmation clears like a fence.
+	apply(t, f, Command{Op: OpState, Node: "c", Epoch: 3, State: HolderMounting})
+	apply(t, f, Command{Op: OpAcquire, Node: "a"})
+	apply(t, f, Command{Op: OpRecord, Record: &stonith.Record{Kind: stonith.KindConfirm, Target: "c", Outcome: stonith.OutcomeSuccess}})
+	if len(f.State().Unconfirmed) != 0 {
+		t.Fatalf("confirm did not clear: %v", f.State().Unconfirmed)
+	}
+}
+
+func TestStandbyRefusesAcquire(t *testing.T) {
+	f := NewFSM(10)
+	apply(t, f, Command{Op: OpStandby, Node: "a", Flag: true})
+	if _, ok := apply(t, f, Command{Op: OpAcquire, Node: "a"}).(error); !ok {
+		t.Fatal("standby node acquired")
+	}
+	apply(t, f, Command{Op: OpStandby, Node: "a", Flag: false})
+	if _, ok := apply(t, f, Command{Op: OpAcquire, Node: "a"}).(Grant); !ok {
+		t.Fatal("node out of standby refused")
+	}
+}
+
+func TestHistoryBoundedAndSnapshot(t *testing.T) {
+	f := NewFSM(3)
+	for i := range 5 {
+		id := apply(t, f, Command{Op: OpRecord, Record: &stonith.Record{Kind: stonith.KindFence, Target: "x", Reason: string(rune('a' + i))}}).(uint64)
+		if id != uint64(i+1) {
+			t.Fatalf("id %d", id)
+		}
+	}
+	// Update in place by ID.
+	apply(t, f, Command{Op: OpRecord, Record: &stonith.Record{ID: 5, Kind: stonith.KindFence, Target: "x", Outcome: stonith.OutcomeSuccess}})
+	s := f.State()
+	if len(s.History) != 3 || s.History[0].ID != 3 || s.History[2].Outcome != stonith.OutcomeSuccess {
+		t.Fatalf("history %+v", s.History)
+	}
+	apply(t, f, Command{Op: OpAcquire, Node: "a"})
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &memSink{}
+	if err := snap.Persist(sink); err != nil {
+		t.Fatal(err)
+	}
+	g := NewFSM(3)
+	if err := g.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	if got := g.State(); got.Epoch != 1 || got.NextID != 6 || len(got.History) != 3 {
+		t.Fatalf("restored %+v", got)
+	}
+	if err := g.Restore(io.NopCloser(bytes.NewReader([]byte("{garbage")))); err == nil {
+		t.Fatal("garbage snapshot restored")
+	}
+	if err, _ := g.Apply(&raft.Log{Data: []byte("not json")}).(error); err == nil {
+		t.Fatal("undecodable command applied")
+	}
+}
+
+type memSink struct{ bytes.Buffer }
+
+func (m *memSink) ID() string    { return "mem" }
+func (m *memSink) Cancel() error { return nil }
+func (m *memSink) Close() error  { return nil }
