@@ -93,6 +93,9 @@ func New(p agents.Params, log *slog.Logger) (*Agent, error) {
 	errs := agents.Check(p, params)
 	var c config
 	c.host = strings.TrimSpace(p.String("ip", p.String("ipaddr", "")))
+	if _, given := p.Get("ip", "ipaddr"); given && c.host == "" {
+		errs = append(errs, fmt.Errorf("parameter ip: empty"))
+	}
 	useTLS, err := p.Bool("ssl", true)
 	errs = appendErr(errs, err)
 	insecure, err := p.Bool("ssl_insecure", false)
