@@ -491,7 +491,9 @@ func TestOneOperationPerTarget(t *testing.T) {
 	go func() {
 		done <- e.Fence(context.Background(), Request{Target: "node2", Action: ActionOff, Topology: topo2})
 	}()
-	time.Sleep(50 * time.Millisecond)
+	for n2.Load() == 0 { // the first operation is inside the device
+		time.Sleep(time.Millisecond)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
 	r := e.Fence(ctx, Request{Target: "node2", Action: ActionOff, Topology: topo2})
