@@ -53,6 +53,12 @@ type run struct {
 // run runs the program once for action. The deadline is the caller's, or
 // agent_timeout when the caller set none.
 func (a *Agent) run(ctx context.Context, action string) (*run, error) {
+	return a.runKeep(ctx, action, true)
+}
+
+// runKeep is run; keep says whether the run's stderr becomes LastStderr (a
+// read-back after off must not hide what off printed).
+func (a *Agent) runKeep(ctx context.Context, action string, keep bool) (*run, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, a.timeout)
@@ -84,9 +90,11 @@ func (a *Agent) run(ctx context.Context, action string) (*run, error) {
 		return nil, agents.Failed(a.op(action), err)
 	}
 	r := &run{runResult: res, stdoutText: scrub(string(res.stdout), secrets), stderrText: scrub(string(res.stderr), secrets)}
-	a.mu.Lock()
-	a.lastStderr = r.stderrText
-	a.mu.Unlock()
+	if keep {
+		a.mu.Lock()
+		a.lastStderr = r.stderrText
+		a.mu.Unlock()
+	}
 	a.log.Debug("agent run", "action", action, "exit", res.exit, "timed_out", res.timedOut, "elapsed", time.Since(start).Round(time.Millisecond))
 	return r, nil
 }
@@ -113,7 +121,11 @@ var statusLine = regexp.MustCompile(`(?i)^status:\s*(on|off)\s*$`)
 // Status runs the program's status action: exit 0 on, 2 off. Output, when
 // there is any, must be a Status: ON/OFF line agreeing with the exit code.
 func (a *Agent) Status(ctx context.Context) (agents.State, error) {
-	r, err := a.run(ctx, "status")
+	return a.status(ctx, true)
+}
+
+func (a *Agent) status(ctx context.Context, keep bool) (agents.State, error) {
+	r, err := a.runKeep(ctx, "status", keep)
 	if err != nil {
 		return agents.StateUnknown, err
 	}
@@ -131,24 +143,38 @@ func (a *Agent) Status(ctx context.Context) (agents.State, error) {
 	default:
 		return agents.StateUnknown, agents.Failed(a.op("status"), a.runError(r, "status", fmt.Sprintf("unexpected exit status %d (FenceAgentAPI status: 0 on, 2 off, 1 error)", r.exit)))
 	}
-	said := agents.StateUnknown
-	for _, l := range strings.Split(r.stdoutText, "\n") {
-		if l = strings.TrimSpace(l); l == "" {
-			continue
-		}
-		m := statusLine.FindStringSubmatch(l)
-		if m == nil {
-			return agents.StateUnknown, agents.Unknown(a.op("status"), a.runError(r, "status", "unrecognized output "+quote(l)))
-		}
-		said = agents.StateOn
-		if strings.EqualFold(m[1], "off") {
-			said = agents.StateOff
-		}
+	said, bad := statusOutput(r.stdoutText)
+	if bad != "" {
+		return agents.StateUnknown, agents.Unknown(a.op("status"), a.runError(r, "status", "unrecognized output "+quote(bad)))
 	}
 	if said != agents.StateUnknown && said != st {
 		return agents.StateUnknown, agents.Unknown(a.op("status"), a.runError(r, "status", fmt.Sprintf("output says %s but exit status %d says %s", said, r.exit, st)))
 	}
 	return st, nil
+}
+
+// statusOutput reads a status action's standard output: the state its
+// "Status: ON|OFF" lines say (unknown when there are none), or the first
+// line that is something else.
+func statusOutput(out string) (said agents.State, bad string) {
+	for _, l := range strings.Split(out, "\n") {
+		if l = strings.TrimSpace(l); l == "" {
+			continue
+		}
+		m := statusLine.FindStringSubmatch(l)
+		if m == nil {
+			return agents.StateUnknown, l
+		}
+		st := agents.StateOn
+		if strings.EqualFold(m[1], "off") {
+			st = agents.StateOff
+		}
+		if said != agents.StateUnknown && said != st {
+			return agents.StateUnknown, l
+		}
+		said = st
+	}
+	return said, ""
 }
 
 // preCommand are fence-agents messages printed before any power command
@@ -182,7 +208,7 @@ func (a *Agent) act(ctx context.Context, action string, want agents.State) error
 	deadline := time.Now().Add(a.readback)
 	var last error
 	for {
-		st, err := a.Status(ctx)
+		st, err := a.status(ctx, false)
 		if err == nil && st == want {
 			return nil
 		}
