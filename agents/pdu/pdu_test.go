@@ -395,3 +395,29 @@ func TestVendorBySysObjectID(t *testing.T) {
 		}
 	}
 }
+
+func TestPlugForms(t *testing.T) {
+	a, err := New(agents.Params{"ip": "10.0.0.1, 10.0.0.2", "ipport": "1161", "plug": "3,4,[::1]:162/7,pdu-c/node5,3"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range a.cfg.pdus {
+		got = append(got, p.String()+"="+strings.Join(p.outlets, "+"))
+	}
+	want := "10.0.0.1:1161=3+4 10.0.0.2:1161=3+4 [::1]:162=7 pdu-c:1161=node5"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("pdus = %s, want %s", strings.Join(got, " "), want)
+	}
+}
+
+func FuzzNew(f *testing.F) {
+	f.Add("127.0.0.1", "3,4", "161")
+	f.Add("a,b", "[::1]:1/2,x/", "0")
+	f.Fuzz(func(t *testing.T, ip, plug, port string) {
+		a, err := New(agents.Params{"ip": ip, "plug": plug, "ipport": port}, nil)
+		if err == nil && len(a.cfg.pdus) == 0 {
+			t.Fatalf("accepted ip=%q plug=%q with no PDU", ip, plug)
+		}
+	})
+}
