@@ -174,6 +174,10 @@ type Kind struct {
 	// parameters merged with the target's plug). It validates the
 	// parameters and must not touch the network.
 	New func(p Params, log *slog.Logger) (Agent, error)
+	// OpenParams means Params lists only the agent's own parameters and New
+	// checks all of them itself (exec: against the external program's
+	// metadata), so config validation calls New rather than Check.
+	OpenParams bool
 }
 
 // Registry maps agent names to kinds.

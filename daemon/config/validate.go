@@ -209,7 +209,18 @@ func (v *validator) params(path, agent string, p agents.Params, reg *agents.Regi
 		return
 	}
 	k, ok := reg.Lookup(agent)
-	if !ok || k.Params == nil {
+	if !ok {
+		return
+	}
+	if k.OpenParams {
+		// Only the agent knows its full parameter set (exec reads the
+		// program's metadata): its constructor is the check.
+		if _, err := k.New(p, nil); err != nil {
+			v.add(path, "%v", err)
+		}
+		return
+	}
+	if k.Params == nil {
 		return
 	}
 	for _, err := range agents.Check(p, k.Params) {
