@@ -176,9 +176,7 @@ func (d *Daemon) apiHandler() http.Handler {
 		}
 		writeJSON(w, http.StatusOK, h)
 	})
-	for pattern, h := range d.extraAPI {
-		mux.HandleFunc(pattern, h)
-	}
+	d.adminRoutes(mux)
 	return mux
 }
 

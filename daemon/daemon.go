@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -11,8 +12,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fenced/fenced/agents"
 	"github.com/fenced/fenced/daemon/config"
 	"github.com/fenced/fenced/quorum"
+	"github.com/fenced/fenced/stonith"
 )
 
 // Roles a node reports.
@@ -46,9 +49,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Resource runs the storage; nil means no storage is configured.
 	Resource Resource
-	// Fencer fences previous holders; nil means none (takeovers needing a
-	// fence block until `fencectl confirm`).
+	// Fencer fences previous holders; nil means the stonith engine over the
+	// configured topology.
 	Fencer Fencer
+	// Registry resolves agents; nil means agents.Default.
+	Registry *agents.Registry
 	// SelfFence resets this node when a demotion cannot finish in time.
 	SelfFence func(reason string)
 	// Raft carries test-only raft settings: Transport replaces the TCP
@@ -81,9 +86,17 @@ type Daemon struct {
 	fenceMu  sync.Mutex // one fence per target at a time (see stonith)
 	started  quorum.Mono
 
-	// Extension points filled by the takeover wiring (fence, confirm, ...).
-	extraAPI     map[string]http.HandlerFunc
-	extraForward map[string]func(ctx context.Context, from string, body []byte) ([]byte, error)
+	engine       *stonith.Engine
+	engineFencer *engineFencer
+	metrics      *metrics
+	metricsLn    net.Listener
+	metricsSrv   *http.Server
+
+	// Graceful handover: where leadership goes after the release ("" =
+	// raft's choice), and the cancel of the current tenure.
+	handoffMu    sync.Mutex
+	handoffTo    *string
+	tenureCancel context.CancelCauseFunc
 }
 
 // New opens every subsystem: the raft log and transport, gossip, the API
@@ -100,9 +113,30 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 		d.opts.SelfFence = func(reason string) { selfFence(cfg.Watchdog.Device, d.log, reason) }
 	}
 	peers := peersOf(cfg)
+	reg := opts.Registry
+	if reg == nil {
+		reg = agents.Default
+	}
+	d.engine = stonith.NewEngine(reg, d.log.With("component", "stonith"))
+	d.engine.DefaultTimeout = cfg.Timing.FenceTimeout.D()
+	d.engineFencer = &engineFencer{d: d, engine: d.engine}
+	if d.opts.Fencer == nil {
+		d.opts.Fencer = d.engineFencer
+	}
+	d.metrics = newMetrics(d)
+	if cfg.Metrics.Listen != "" {
+		ml, err := net.Listen("tcp", cfg.Metrics.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("metrics.listen %s: %w", cfg.Metrics.Listen, err)
+		}
+		d.metricsLn = ml
+	}
 
 	ln, err := listenAPI(cfg.API.Socket, cfg.API.Group)
 	if err != nil {
+		if d.metricsLn != nil {
+			d.metricsLn.Close()
+		}
 		return nil, err
 	}
 	d.apiLn = ln
@@ -160,6 +194,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 		defer d.wg.Done()
 		d.metaLoop(loopCtx)
 	}()
+	if d.metricsLn != nil {
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			d.serveMetrics(d.metricsLn)
+		}()
+	}
 	d.log.Info("fenced started", "version", Version, "nodes", len(d.cfg.Nodes), "majority", d.cfg.Majority())
 	if d.opts.Notify != nil {
 		d.opts.Notify("READY=1")
@@ -186,6 +227,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	errs = append(errs, d.api.Shutdown(sctx))
+	if d.metricsSrv != nil {
+		errs = append(errs, d.metricsSrv.Shutdown(sctx))
+	} else if d.metricsLn != nil {
+		d.metricsLn.Close()
+	}
 	errs = append(errs, d.raft.Shutdown())
 	d.wg.Wait()
 	os.Remove(d.cfg.API.Socket)
@@ -198,6 +244,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 func (d *Daemon) Close() error {
 	d.stopping.Store(true)
 	errs := []error{d.members.Shutdown(), d.api.Close(), d.raft.Shutdown()}
+	if d.metricsSrv != nil {
+		errs = append(errs, d.metricsSrv.Close())
+	}
 	os.Remove(d.cfg.API.Socket)
 	return errors.Join(errs...)
 }

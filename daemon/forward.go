@@ -51,8 +51,13 @@ func (d *Daemon) forwarded(ctx context.Context, from, method string, body []byte
 		_, err := d.raft.Apply(c, d.commitTimeout())
 		return nil, err
 	}
-	if h := d.extraForward[method]; h != nil {
-		return h(ctx, from, body)
+	switch method {
+	case fwdFence, fwdUnfence, fwdConfirm, fwdStandby, fwdTransfer:
+		var req AdminRequest
+		if err := json.Unmarshal(body, &req); err != nil {
+			return nil, fmt.Errorf("forwarded %s from %s: %w", method, from, err)
+		}
+		return d.adminLocal(ctx, method, req)
 	}
 	return nil, fmt.Errorf("unknown forwarded method %q", method)
 }

@@ -73,8 +73,15 @@ func (d *Daemon) lead(ctx context.Context) {
 	log.Info("elected: epoch granted", "previous", grant.Previous, "lease_of", grant.LeaseOf)
 	d.SetMetaNow()
 
-	tctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	tctx, cancelTenure := context.WithCancelCause(ctx)
+	defer cancelTenure(nil)
+	d.handoffMu.Lock()
+	d.tenureCancel = cancelTenure
+	pendingHandoff := d.handoffTo != nil
+	d.handoffMu.Unlock()
+	if pendingHandoff {
+		cancelTenure(errHandoff)
+	}
 	lost := make(chan string, 1)
 	d.wg.Add(1)
 	go func() {
@@ -91,8 +98,53 @@ func (d *Daemon) lead(ctx context.Context) {
 		d.SetMetaNow()
 		reason = d.serve(tctx, lost)
 	}
-	cancel()
+	if cause := context.Cause(tctx); errors.Is(cause, errHandoff) {
+		reason = "graceful handover"
+	}
+	cancelTenure(nil)
+	d.handoffMu.Lock()
+	d.tenureCancel = nil
+	to := d.handoffTo
+	d.handoffTo = nil
+	d.handoffMu.Unlock()
 	d.demote(log, grant.Epoch, reason)
+	standby := d.raft.FSM().State().Standby[d.self]
+	if (to != nil || standby) && d.raft.IsLeader() && !d.stopping.Load() {
+		d.transfer(to)
+	}
+}
+
+var errHandoff = errors.New("graceful handover requested")
+
+// handOff asks this node to hand primacy over gracefully: release the
+// storage (committed), then transfer raft leadership to `to` ("" = any).
+func (d *Daemon) handOff(to string) {
+	d.handoffMu.Lock()
+	d.handoffTo = &to
+	cancel := d.tenureCancel
+	d.handoffMu.Unlock()
+	if cancel != nil {
+		cancel(errHandoff)
+		return
+	}
+	// Not in a tenure: just move leadership.
+	d.handoffMu.Lock()
+	d.handoffTo = nil
+	d.handoffMu.Unlock()
+	d.transfer(&to)
+}
+
+func (d *Daemon) transfer(to *string) {
+	var err error
+	if to != nil && *to != "" {
+		n, _ := d.cfg.NodeByName(*to)
+		err = d.raft.TransferLeadershipTo(*to, n.Raft)
+	} else {
+		err = d.raft.TransferLeadership()
+	}
+	if err != nil {
+		d.log.Warn("leadership transfer", "to", to, "err", err)
+	}
 }
 
 // renewLease re-confirms the majority every heartbeat. A renewal started at
@@ -196,6 +248,7 @@ func (d *Daemon) takeover(ctx context.Context, log interface {
 				if err := errors.Join(errs...); err != nil {
 					why := fmt.Sprintf("every fence path failed (%v); retrying in %s; `fencectl confirm NODE --yes` overrides", err, backoff)
 					log.Error("takeover BLOCKED", "reason", why)
+					d.metrics.takeoverBlocked()
 					d.setHolderState(grant.Epoch, quorum.HolderBlocked, why)
 					nextTry = quorum.Now().Add(backoff)
 					backoff = min(backoff*2, 30*time.Second)
@@ -254,6 +307,10 @@ func (d *Daemon) serve(ctx context.Context, lost <-chan string) string {
 			return "shutting down"
 		case why := <-lost:
 			return why
+		case <-d.raft.FSM().Changed():
+			if d.raft.FSM().State().Standby[d.self] {
+				return "standby requested"
+			}
 		case <-mon.C:
 			if d.opts.Resource == nil {
 				continue
@@ -293,9 +350,9 @@ func (d *Daemon) demote(log interface {
 		}
 		d.storage.Store("stopped")
 	}
-	if d.opts.Resource == nil || held {
-		d.release(epoch, reason)
-	}
+	// Nothing runs any more (or never ran): record it, so the successor
+	// needs neither a fence nor the lease wait.
+	d.release(epoch, reason)
 	d.epoch.Store(0)
 	if d.stopping.Load() {
 		d.role.Store(RoleStopping)

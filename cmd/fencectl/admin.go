@@ -1,0 +1,270 @@
+package main
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fenced/fenced/daemon"
+	"github.com/fenced/fenced/stonith"
+)
+
+func init() {
+	extraCommands = append(extraCommands, newFenceCmd, newConfirmCmd, newUnfenceCmd, newHistoryCmd, newDeviceCmd, newStandbyCmd, newTransferCmd)
+}
+
+func newFenceCmd(a *app) *cobra.Command {
+	var reboot, yes bool
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "fence NODE",
+		Short: "Power NODE off through its fence topology (confirmed by read-back)",
+		Long: `Fence NODE: the cluster's primary-elect powers it off through its configured
+levels and devices and confirms the power-off by reading the state back. The
+request is forwarded to the primary-elect and recorded in the history.
+Needs --yes. Exit status 0 only when the fence is confirmed.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !yes {
+				return &exitError{exitNotConfirmed, fmt.Errorf("fencing %s powers it off: add --yes to proceed", args[0])}
+			}
+			action := stonith.ActionOff
+			if reboot {
+				action = stonith.ActionReboot
+			}
+			var rec stonith.Record
+			if err := a.call(cmd.Context(), "POST", "/v1/fence", nil, daemon.AdminRequest{Node: args[0], Action: action, Reason: reason}, &rec); err != nil {
+				return err
+			}
+			return a.printRecord(rec)
+		},
+	}
+	cmd.Flags().BoolVar(&reboot, "reboot", false, "power back on after the confirmed power-off")
+	cmd.Flags().BoolVar(&yes, "yes", false, "confirm the destructive action")
+	cmd.Flags().StringVar(&reason, "reason", "manual fence", "reason recorded in the history")
+	return cmd
+}
+
+func newConfirmCmd(a *app) *cobra.Command {
+	var yes bool
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "confirm NODE",
+		Short: "Record that NODE is down (manual override of a blocked takeover)",
+		Long: `Confirm that NODE is powered off or otherwise cannot touch the shared storage,
+when every fence path failed and a takeover is BLOCKED. This is a manual
+acknowledgement: fenced believes you and lets another node mount the storage.
+If NODE is in fact running, two nodes will write the storage at once.
+Check it by hand (console, datacenter staff) first. The confirmation is
+recorded in the history with your reason. Needs --yes.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !yes {
+				return &exitError{exitNotConfirmed, fmt.Errorf("confirming %s as down without a fence is dangerous: check it is really off, then add --yes", args[0])}
+			}
+			var rec stonith.Record
+			if err := a.call(cmd.Context(), "POST", "/v1/confirm", nil, daemon.AdminRequest{Node: args[0], Reason: reason}, &rec); err != nil {
+				return err
+			}
+			if a.output != "json" {
+				fmt.Fprintf(a.errw, "WARNING: %s recorded as down by manual confirmation (history id %d). No fence was run.\n", args[0], rec.ID)
+			}
+			return a.printRecord(rec)
+		},
+	}
+	cmd.Flags().BoolVar(&yes, "yes", false, "confirm that the node is really down")
+	cmd.Flags().StringVar(&reason, "reason", "manual confirmation: node verified down by an administrator", "reason recorded in the history")
+	return cmd
+}
+
+func newUnfenceCmd(a *app) *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "unfence NODE",
+		Short: "Power NODE back on (or restore its zoning) through its devices",
+		Long: `Unfence NODE: power it on, or restore its fabric zoning, through the devices
+of the level that last fenced it (all levels if none did). It then rejoins as a
+secondary and learns the current epoch before doing anything else.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var rec stonith.Record
+			if err := a.call(cmd.Context(), "POST", "/v1/unfence", nil, daemon.AdminRequest{Node: args[0], Reason: reason}, &rec); err != nil {
+				return err
+			}
+			return a.printRecord(rec)
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "manual unfence", "reason recorded in the history")
+	return cmd
+}
+
+func (a *app) printRecord(rec stonith.Record) error {
+	if a.output == "json" {
+		return a.printJSON(map[string]any{"schemaVersion": daemon.SchemaVersion, "record": rec})
+	}
+	printRecords(a, []stonith.Record{rec}, true)
+	if rec.Outcome != stonith.OutcomeSuccess {
+		return &exitError{exitFailure, fmt.Errorf("%s %s: %s: %s", rec.Kind, rec.Target, rec.Outcome, rec.Error)}
+	}
+	return nil
+}
+
+func newHistoryCmd(a *app) *cobra.Command {
+	var verbose bool
+	cmd := &cobra.Command{
+		Use:   "history [NODE]",
+		Short: "Show the replicated fence history (fences, confirmations, releases)",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			q := url.Values{}
+			if len(args) == 1 {
+				q.Set("node", args[0])
+			}
+			var h daemon.History
+			if err := a.call(cmd.Context(), "GET", "/v1/history", q, nil, &h); err != nil {
+				return err
+			}
+			if a.output == "json" {
+				return a.printJSON(h)
+			}
+			if len(h.Records) == 0 {
+				fmt.Fprintln(a.out, "no history")
+				return nil
+			}
+			printRecords(a, h.Records, verbose)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "show every device action")
+	return cmd
+}
+
+func printRecords(a *app, recs []stonith.Record, verbose bool) {
+	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tTIME\tKIND\tTARGET\tACTION\tOUTCOME\tEPOCH\tBY\tDURATION\tDETAIL")
+	for _, r := range recs {
+		dur := "-"
+		if !r.Finished.IsZero() {
+			dur = r.Finished.Sub(r.Started).Round(time.Millisecond).String()
+		}
+		detail := r.Reason
+		if r.Error != "" {
+			detail = r.Error
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, r.Started.Local().Format("2006-01-02 15:04:05"), r.Kind, r.Target,
+			dash(r.Action), strings.ToUpper(r.Outcome), r.Epoch, dash(r.RequestedBy), dur, detail)
+		if verbose {
+			for _, at := range r.Attempts {
+				line := fmt.Sprintf("\t  level %d\t%s\t%s\t%s\t%s\tread back %s\t\t%s\t%s", at.Level, at.Device, at.Agent, at.Action, at.Result, dash(at.ReadBack), at.Duration.Round(time.Millisecond), at.Error)
+				fmt.Fprintln(tw, line)
+			}
+		}
+	}
+	tw.Flush()
+}
+
+func newDeviceCmd(a *app) *cobra.Command {
+	dev := &cobra.Command{Use: "device", Short: "List fence devices and check them"}
+	dev.AddCommand(&cobra.Command{
+		Use:   "list",
+		Short: "List the configured fence devices and the nodes they fence",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var out struct {
+				SchemaVersion int             `json:"schemaVersion"`
+				Devices       []daemon.Device `json:"devices"`
+			}
+			if err := a.call(cmd.Context(), "GET", "/v1/devices", nil, nil, &out); err != nil {
+				return err
+			}
+			if a.output == "json" {
+				return a.printJSON(out)
+			}
+			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "DEVICE\tAGENT\tFENCES")
+			for _, d := range out.Devices {
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", d.Name, d.Agent, strings.Join(d.Targets, ", "))
+			}
+			return tw.Flush()
+		},
+	})
+	dev.AddCommand(&cobra.Command{
+		Use:   "status DEVICE",
+		Short: "Check DEVICE from this node (monitor and each node's state); changes nothing",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var ds daemon.DeviceStatus
+			if err := a.call(cmd.Context(), "GET", "/v1/devices/"+url.PathEscape(args[0])+"/status", nil, nil, &ds); err != nil {
+				return err
+			}
+			if a.output == "json" {
+				return a.printJSON(ds)
+			}
+			fmt.Fprintf(a.out, "Device %s (%s): monitor %s\n", ds.Device, ds.Agent, ds.Monitor)
+			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NODE\tPLUG\tSTATE\tERROR")
+			for _, t := range ds.Targets {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Node, dash(t.Plug), t.State, t.Error)
+			}
+			tw.Flush()
+			if ds.Monitor != "ok" {
+				return &exitError{exitFailure, fmt.Errorf("device %s: %s", ds.Device, ds.Monitor)}
+			}
+			return nil
+		},
+	})
+	return dev
+}
+
+func newStandbyCmd(a *app) *cobra.Command {
+	var off bool
+	cmd := &cobra.Command{
+		Use:   "standby NODE",
+		Short: "Keep NODE from being primary (a primary hands over gracefully, no fence)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var out map[string]any
+			if err := a.call(cmd.Context(), "POST", "/v1/standby", nil, daemon.AdminRequest{Node: args[0], Flag: !off}, &out); err != nil {
+				return err
+			}
+			if a.output == "json" {
+				return a.printJSON(out)
+			}
+			if off {
+				fmt.Fprintf(a.out, "%s may be primary again\n", args[0])
+			} else {
+				fmt.Fprintf(a.out, "%s is in standby\n", args[0])
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&off, "off", false, "take NODE out of standby")
+	return cmd
+}
+
+func newTransferCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "transfer [NODE]",
+		Short: "Hand primacy over gracefully (release, then move leadership), no fence",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req := daemon.AdminRequest{}
+			if len(args) == 1 {
+				req.Node = args[0]
+			}
+			var out map[string]any
+			if err := a.call(cmd.Context(), "POST", "/v1/transfer", nil, req, &out); err != nil {
+				return err
+			}
+			if a.output == "json" {
+				return a.printJSON(out)
+			}
+			fmt.Fprintf(a.out, "handover from %v started\n", out["from"])
+			return nil
+		},
+	}
+}

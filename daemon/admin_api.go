@@ -1,0 +1,143 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/fenced/fenced/agents"
+	"github.com/fenced/fenced/stonith"
+)
+
+// Device is one entry of GET /v1/devices.
+type Device struct {
+	Name    string   `json:"name"`
+	Agent   string   `json:"agent"`
+	Targets []string `json:"targets"` // "node2 (level 1, plug 3)"
+}
+
+// DeviceStatus is GET /v1/devices/{name}/status.
+type DeviceStatus struct {
+	SchemaVersion int            `json:"schemaVersion"`
+	Device        string         `json:"device"`
+	Agent         string         `json:"agent"`
+	Monitor       string         `json:"monitor"` // ok or the error
+	Targets       []TargetStatus `json:"targets"`
+}
+
+// TargetStatus is a node's state as read from one device.
+type TargetStatus struct {
+	Node  string `json:"node"`
+	Plug  string `json:"plug,omitempty"`
+	State string `json:"state"`
+	Error string `json:"error,omitempty"`
+}
+
+func (d *Daemon) adminRoutes(mux *http.ServeMux) {
+	post := func(method string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			var req AdminRequest
+			if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
+				writeError(w, http.StatusBadRequest, "bad-request", fmt.Errorf("request body: %w", err))
+				return
+			}
+			if req.RequestedBy == "" {
+				req.RequestedBy = "fencectl@" + d.self
+			}
+			ctx, cancel := context.WithTimeout(r.Context(), 10*time.Minute)
+			defer cancel()
+			out, err := d.admin(ctx, method, req)
+			var ue *userError
+			switch {
+			case errors.As(err, &ue):
+				writeError(w, http.StatusBadRequest, "refused", err)
+			case err != nil:
+				writeError(w, http.StatusServiceUnavailable, "failed", err)
+			default:
+				w.Header().Set("Content-Type", "application/json")
+				w.Write(out)
+			}
+		}
+	}
+	mux.HandleFunc("POST /v1/fence", post(fwdFence))
+	mux.HandleFunc("POST /v1/unfence", post(fwdUnfence))
+	mux.HandleFunc("POST /v1/confirm", post(fwdConfirm))
+	mux.HandleFunc("POST /v1/standby", post(fwdStandby))
+	mux.HandleFunc("POST /v1/transfer", post(fwdTransfer))
+	mux.HandleFunc("GET /v1/devices", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"schemaVersion": SchemaVersion, "devices": d.devices()})
+	})
+	mux.HandleFunc("GET /v1/devices/{name}/status", func(w http.ResponseWriter, r *http.Request) {
+		name := r.PathValue("name")
+		dev, ok := d.cfg.Devices[name]
+		if !ok {
+			writeError(w, http.StatusNotFound, "not-found", fmt.Errorf("unknown device %q", name))
+			return
+		}
+		writeJSON(w, http.StatusOK, d.deviceStatus(r.Context(), name, dev.Agent))
+	})
+}
+
+func (d *Daemon) devices() []Device {
+	var out []Device
+	for name, dev := range d.cfg.Devices {
+		dv := Device{Name: name, Agent: dev.Agent, Targets: []string{}}
+		for _, n := range d.cfg.Nodes {
+			for li, l := range n.Fence {
+				for _, ref := range l.Devices {
+					if ref.Device == name {
+						t := fmt.Sprintf("%s (level %d", n.Name, li+1)
+						if ref.Plug != "" {
+							t += ", plug " + ref.Plug
+						}
+						dv.Targets = append(dv.Targets, t+")")
+					}
+				}
+			}
+		}
+		out = append(out, dv)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// deviceStatus checks the device from this node: monitor, and the state of
+// every node mapped on it. It changes nothing.
+func (d *Daemon) deviceStatus(ctx context.Context, name, agent string) DeviceStatus {
+	ds := DeviceStatus{SchemaVersion: SchemaVersion, Device: name, Agent: agent, Monitor: "ok", Targets: []TargetStatus{}}
+	monitored := false
+	for _, n := range d.cfg.Nodes {
+		for _, lvl := range topology(d.cfg, n.Name) {
+			for _, t := range lvl.Devices {
+				if t.Device != name {
+					continue
+				}
+				if !monitored {
+					monitored = true
+					if err := d.engine.Monitor(ctx, t); err != nil {
+						ds.Monitor = err.Error()
+						d.metrics.monitorOK.WithLabelValues(name).Set(0)
+					} else {
+						d.metrics.monitorOK.WithLabelValues(name).Set(1)
+					}
+				}
+				ts := TargetStatus{Node: n.Name, Plug: t.Plug}
+				st, err := d.engine.DeviceStatus(ctx, t)
+				ts.State = st.String()
+				if err != nil {
+					ts.Error = err.Error()
+					ts.State = agents.StateUnknown.String()
+				}
+				ds.Targets = append(ds.Targets, ts)
+			}
+		}
+	}
+	return ds
+}
+
+var _ = stonith.ActionOff

@@ -1,0 +1,262 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fenced/fenced/daemon/config"
+	"github.com/fenced/fenced/quorum"
+	"github.com/fenced/fenced/stonith"
+)
+
+// topology turns a node's configured fence levels into the engine's form.
+func topology(cfg *config.Config, node string) stonith.Topology {
+	n, ok := cfg.NodeByName(node)
+	if !ok {
+		return nil
+	}
+	var topo stonith.Topology
+	for _, l := range n.Fence {
+		var lvl stonith.Level
+		for _, ref := range l.Devices {
+			dev := cfg.Devices[ref.Device]
+			timeout := dev.Timeout.D()
+			if timeout <= 0 {
+				timeout = cfg.Timing.FenceTimeout.D()
+			}
+			lvl.Devices = append(lvl.Devices, stonith.Target{
+				Device: ref.Device, Agent: dev.Agent, Plug: ref.Plug,
+				Params: cfg.Params(ref), Timeout: timeout, Retries: dev.Retries,
+			})
+		}
+		topo = append(topo, lvl)
+	}
+	return topo
+}
+
+// engineFencer fences through the stonith engine and commits every request,
+// its progress and its result to the replicated history.
+type engineFencer struct {
+	d      *Daemon
+	engine *stonith.Engine
+}
+
+// Fence implements Fencer for takeovers.
+func (f *engineFencer) Fence(ctx context.Context, target, reason string, epoch uint64) error {
+	rec := f.run(ctx, stonith.Request{Target: target, Action: stonith.ActionOff, Reason: reason,
+		RequestedBy: f.d.self + " (takeover)", Epoch: epoch})
+	if rec.Outcome != stonith.OutcomeSuccess {
+		return fmt.Errorf("fence %s: %s: %s", target, rec.Outcome, rec.Error)
+	}
+	return nil
+}
+
+// run executes req on this node, which must lead a majority: the request is
+// committed first (so a fence is never run unrecorded), progress is
+// committed as it happens, and the result last.
+func (f *engineFencer) run(ctx context.Context, req stonith.Request) stonith.Record {
+	d := f.d
+	req.Executor = d.self
+	req.Topology = topology(d.cfg, req.Target)
+	if req.Epoch == 0 {
+		req.Epoch = d.raft.FSM().State().Epoch
+	}
+	started := time.Now()
+	kind := stonith.KindFence
+	if req.Action == stonith.ActionOn {
+		kind = stonith.KindUnfence
+	}
+	pending := stonith.Record{Kind: kind, Target: req.Target, Action: req.Action, Reason: req.Reason,
+		RequestedBy: req.RequestedBy, Executor: d.self, Epoch: req.Epoch, Started: started, Outcome: stonith.OutcomePending}
+	res, err := d.raft.Apply(quorum.Command{Op: quorum.OpRecord, Record: &pending}, d.commitTimeout())
+	if err != nil {
+		pending.Outcome, pending.Error, pending.Finished = stonith.OutcomeFailed, "not run: could not record the request: "+err.Error(), time.Now()
+		return pending
+	}
+	req.ID = res.(uint64)
+	if req.Action == stonith.ActionOn {
+		req.Levels = lastFenceLevels(d.raft.FSM().State().History, req.Target)
+	}
+	req.OnProgress = func(r stonith.Record) {
+		if _, err := d.raft.Apply(quorum.Command{Op: quorum.OpRecord, Record: &r}, d.commitTimeout()); err != nil {
+			d.log.Warn("commit fence progress", "fence_id", r.ID, "err", err)
+		}
+	}
+	d.metrics.fenceStarted()
+	rec := f.engine.Fence(ctx, req)
+	d.metrics.fenceDone(rec)
+	// The result must be committed before anyone acts on it; retry while
+	// this node still leads.
+	for i := 0; ; i++ {
+		_, err := d.raft.Apply(quorum.Command{Op: quorum.OpRecord, Record: &rec}, d.commitTimeout())
+		if err == nil {
+			break
+		}
+		if !d.raft.IsLeader() || i >= 5 {
+			d.log.Error("fence result not committed", "fence_id", rec.ID, "outcome", rec.Outcome, "err", err)
+			if rec.Outcome == stonith.OutcomeSuccess {
+				rec.Outcome = stonith.OutcomeUnknown
+				rec.Error = "confirmed off, but the result could not be recorded: " + err.Error()
+			}
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return rec
+}
+
+// lastFenceLevels returns the level that last fenced node successfully,
+// from the attempts of the newest successful fence; nil means all levels.
+func lastFenceLevels(history []stonith.Record, node string) []int {
+	for i := len(history) - 1; i >= 0; i-- {
+		r := history[i]
+		if r.Target != node || r.Kind != stonith.KindFence || r.Outcome != stonith.OutcomeSuccess {
+			continue
+		}
+		// The successful level is the highest one with a success attempt.
+		best := 0
+		for _, a := range r.Attempts {
+			if a.Result == stonith.ResultSuccess && a.Level > best {
+				best = a.Level
+			}
+		}
+		if best > 0 {
+			return []int{best}
+		}
+		return nil
+	}
+	return nil
+}
+
+// AdminRequest is the body of the fence, unfence, confirm, standby and
+// transfer API calls, and of their forwarded form.
+type AdminRequest struct {
+	Node        string `json:"node"`
+	Action      string `json:"action,omitempty"` // fence: off (default) or reboot
+	Reason      string `json:"reason,omitempty"`
+	RequestedBy string `json:"requestedBy,omitempty"`
+	Flag        bool   `json:"flag,omitempty"` // standby on/off
+}
+
+// Forwarded admin methods.
+const (
+	fwdFence    = "fence"
+	fwdUnfence  = "unfence"
+	fwdConfirm  = "confirm"
+	fwdStandby  = "standby"
+	fwdTransfer = "transfer"
+)
+
+var errNotLeader = errors.New("this node does not lead the cluster")
+
+// admin runs an admin request on the leader, forwarding it there if this
+// node is not the leader. The answer is a stonith.Record for fence,
+// unfence and confirm.
+func (d *Daemon) admin(ctx context.Context, method string, req AdminRequest) (json.RawMessage, error) {
+	if _, ok := d.cfg.NodeByName(req.Node); !ok && !(method == fwdTransfer && req.Node == "") {
+		return nil, &userError{fmt.Errorf("unknown node %q", req.Node)}
+	}
+	for try := 0; ; try++ {
+		var (
+			out json.RawMessage
+			err error
+		)
+		if d.raft.IsLeader() {
+			out, err = d.adminLocal(ctx, method, req)
+		} else if leader := d.raft.Leader(); leader == "" {
+			err = errNoLeader
+		} else {
+			body, _ := json.Marshal(req)
+			out, err = d.members.Call(ctx, leader, method, body)
+		}
+		// A request about the leader itself (fence or confirm) makes it
+		// hand leadership on; retry with the next leader.
+		if err != nil && isRetry(err) && try < 5 && ctx.Err() == nil {
+			sleepCtx(ctx, d.cfg.Timing.Lease.D()/2)
+			continue
+		}
+		return out, err
+	}
+}
+
+const retryMarker = "retry: "
+
+func isRetry(err error) bool {
+	return errors.Is(err, errNoLeader) || errors.Is(err, errNotLeader) || len(err.Error()) >= len(retryMarker) && err.Error()[:len(retryMarker)] == retryMarker
+}
+
+// userError marks a request that is wrong rather than failed.
+type userError struct{ err error }
+
+func (e *userError) Error() string { return e.err.Error() }
+func (e *userError) Unwrap() error { return e.err }
+
+func (d *Daemon) adminLocal(ctx context.Context, method string, req AdminRequest) (json.RawMessage, error) {
+	if !d.raft.IsLeader() {
+		return nil, errNotLeader
+	}
+	switch method {
+	case fwdFence, fwdUnfence:
+		if req.Node == d.self {
+			// Only the leader fences, and it cannot confirm its own
+			// power-off: hand leadership on and let the next leader do it.
+			go d.handOff("")
+			return nil, fmt.Errorf("%s%s leads the cluster; handing leadership on", retryMarker, d.self)
+		}
+		action := stonith.ActionOff
+		switch {
+		case method == fwdUnfence:
+			action = stonith.ActionOn
+		case req.Action == stonith.ActionReboot:
+			action = stonith.ActionReboot
+		case req.Action != "" && req.Action != stonith.ActionOff:
+			return nil, &userError{fmt.Errorf("action %q: want off or reboot", req.Action)}
+		}
+		if len(topology(d.cfg, req.Node)) == 0 {
+			return nil, &userError{fmt.Errorf("node %s has no fence devices configured", req.Node)}
+		}
+		rec := d.fencer().run(ctx, stonith.Request{Target: req.Node, Action: action, Reason: req.Reason, RequestedBy: req.RequestedBy})
+		return json.Marshal(rec)
+	case fwdConfirm:
+		for _, m := range d.members.Members() {
+			if m.Name == req.Node && m.State == "alive" {
+				return nil, &userError{fmt.Errorf("%s is alive in the cluster's gossip: confirm is only for nodes that are down", req.Node)}
+			}
+		}
+		now := time.Now()
+		rec := stonith.Record{Kind: stonith.KindConfirm, Target: req.Node, Reason: req.Reason, RequestedBy: req.RequestedBy,
+			Executor: d.self, Epoch: d.raft.FSM().State().Epoch, Started: now, Finished: now, Outcome: stonith.OutcomeSuccess}
+		res, err := d.raft.Apply(quorum.Command{Op: quorum.OpRecord, Record: &rec}, d.commitTimeout())
+		if err != nil {
+			return nil, err
+		}
+		rec.ID = res.(uint64)
+		d.log.Warn("MANUAL CONFIRMATION: node recorded as down without a fence", "target", req.Node, "by", req.RequestedBy, "fence_id", rec.ID)
+		return json.Marshal(rec)
+	case fwdStandby:
+		if _, err := d.raft.Apply(quorum.Command{Op: quorum.OpStandby, Node: req.Node, Flag: req.Flag}, d.commitTimeout()); err != nil {
+			return nil, err
+		}
+		return json.Marshal(map[string]any{"node": req.Node, "standby": req.Flag})
+	case fwdTransfer:
+		if req.Node == d.self {
+			return nil, &userError{fmt.Errorf("%s is already the primary-elect", req.Node)}
+		}
+		if req.Node != "" && d.raft.FSM().State().Standby[req.Node] {
+			return nil, &userError{fmt.Errorf("%s is in standby", req.Node)}
+		}
+		go d.handOff(req.Node)
+		return json.Marshal(map[string]any{"from": d.self, "to": req.Node})
+	}
+	return nil, fmt.Errorf("unknown admin method %q", method)
+}
+
+func (d *Daemon) fencer() *engineFencer {
+	if f, ok := d.opts.Fencer.(*engineFencer); ok {
+		return f
+	}
+	return d.engineFencer
+}

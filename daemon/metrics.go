@@ -1,0 +1,138 @@
+package daemon
+
+import (
+	"errors"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/fenced/fenced/quorum"
+	"github.com/fenced/fenced/stonith"
+)
+
+// metrics are fenced's Prometheus metrics. Gauges that mirror state are
+// computed at scrape time from the daemon; counters are updated in place.
+type metrics struct {
+	reg       *prometheus.Registry
+	fences    *prometheus.CounterVec
+	attempts  *prometheus.CounterVec
+	duration  *prometheus.HistogramVec
+	blocked   prometheus.Counter
+	monitorOK *prometheus.GaugeVec
+	inflight  prometheus.Gauge
+}
+
+func newMetrics(d *Daemon) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		fences: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fenced_fence_operations_total", Help: "Fence operations run by this node, by target, action and outcome.",
+		}, []string{"target", "action", "outcome"}),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fenced_fence_device_actions_total", Help: "Device actions within fence operations, by device and result.",
+		}, []string{"device", "action", "result"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "fenced_fence_device_action_duration_seconds", Help: "Duration of device actions including the read-back.",
+			Buckets: []float64{.05, .1, .25, .5, 1, 2, 5, 10, 20, 60},
+		}, []string{"device", "action"}),
+		blocked: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenced_takeover_blocked_total", Help: "Takeover attempts blocked because every fence path failed.",
+		}),
+		monitorOK: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fenced_device_monitor_up", Help: "1 if the device's last monitor check succeeded.",
+		}, []string{"device"}),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fenced_fence_operations_in_flight", Help: "Fence operations running on this node.",
+		}),
+	}
+	m.reg.MustRegister(m.fences, m.attempts, m.duration, m.blocked, m.monitorOK, m.inflight,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(&stateCollector{d: d})
+	return m
+}
+
+func (m *metrics) fenceStarted() {
+	if m != nil {
+		m.inflight.Inc()
+	}
+}
+
+func (m *metrics) fenceDone(r stonith.Record) {
+	if m == nil {
+		return
+	}
+	m.inflight.Dec()
+	m.fences.WithLabelValues(r.Target, r.Action, r.Outcome).Inc()
+	for _, a := range r.Attempts {
+		m.attempts.WithLabelValues(a.Device, a.Action, a.Result).Inc()
+		m.duration.WithLabelValues(a.Device, a.Action).Observe(a.Duration.Seconds())
+	}
+}
+
+func (m *metrics) takeoverBlocked() {
+	if m != nil {
+		m.blocked.Inc()
+	}
+}
+
+// stateCollector exports the daemon's state at scrape time.
+type stateCollector struct{ d *Daemon }
+
+var (
+	descQuorum  = prometheus.NewDesc("fenced_quorum", "1 if a raft leader with a majority of the configured nodes is known.", nil, nil)
+	descVotes   = prometheus.NewDesc("fenced_quorum_votes_seen", "Configured nodes seen alive through gossip, this node included.", nil, nil)
+	descNeeded  = prometheus.NewDesc("fenced_quorum_votes_needed", "Votes a primary needs: a majority of the configured nodes.", nil, nil)
+	descRole    = prometheus.NewDesc("fenced_role", "1 for this node's current role.", []string{"role"}, nil)
+	descEpoch   = prometheus.NewDesc("fenced_epoch", "Highest epoch (fencing token) this node knows.", nil, nil)
+	descMembers = prometheus.NewDesc("fenced_members", "Configured nodes by gossip state.", []string{"state"}, nil)
+	descLease   = prometheus.NewDesc("fenced_lease_remaining_seconds", "Time left on this node's primary lease (0 when not primary).", nil, nil)
+	descBlocked = prometheus.NewDesc("fenced_takeover_blocked", "1 while the current takeover is blocked on a fence.", nil, nil)
+)
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descQuorum, descVotes, descNeeded, descRole, descEpoch, descMembers, descLease, descBlocked} {
+		ch <- d
+	}
+}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.d.StatusNow()
+	ch <- prometheus.MustNewConstMetric(descQuorum, prometheus.GaugeValue, b2f(s.Quorum.Have))
+	ch <- prometheus.MustNewConstMetric(descVotes, prometheus.GaugeValue, float64(s.Quorum.Seen))
+	ch <- prometheus.MustNewConstMetric(descNeeded, prometheus.GaugeValue, float64(s.Quorum.Needed))
+	for _, r := range []string{RoleSecondary, RolePrimaryElect, RolePrimary, RoleDemoting, RoleStopping} {
+		ch <- prometheus.MustNewConstMetric(descRole, prometheus.GaugeValue, b2f(s.Self.Role == r), r)
+	}
+	ch <- prometheus.MustNewConstMetric(descEpoch, prometheus.GaugeValue, float64(s.Self.KnownEpoch))
+	states := map[string]int{"alive": 0, "suspect": 0, "dead": 0, "left": 0, "unknown": 0}
+	for _, n := range s.Nodes {
+		states[n.Gossip]++
+	}
+	for st, n := range states {
+		ch <- prometheus.MustNewConstMetric(descMembers, prometheus.GaugeValue, float64(n), st)
+	}
+	ch <- prometheus.MustNewConstMetric(descLease, prometheus.GaugeValue, s.Self.LeaseLeftSec)
+	ch <- prometheus.MustNewConstMetric(descBlocked, prometheus.GaugeValue, b2f(s.Primary.State == quorum.HolderBlocked))
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// serveMetrics serves /metrics on addr until the server is closed.
+func (d *Daemon) serveMetrics(ln net.Listener) {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	d.metricsSrv = srv
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		d.log.Error("metrics server", "err", err)
+	}
+}
