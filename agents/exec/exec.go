@@ -44,6 +44,7 @@ func Kind() agents.Kind {
 		Name:        "exec",
 		Description: "Runs any FenceAgentAPI fence agent program (fence-agents, vendor plugins); its own parameters are checked against its metadata",
 		Params:      params,
+		OpenParams:  true,
 		New: func(p agents.Params, log *slog.Logger) (agents.Agent, error) {
 			return New(p, log)
 		},
