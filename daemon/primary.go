@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sort"
 	"time"
 
 	"github.com/fenced/fenced/quorum"
@@ -229,29 +231,40 @@ func (d *Daemon) takeover(ctx context.Context, log interface {
 				pending = append(pending, n)
 			}
 		}
+		sort.Strings(pending)
 		leaseWait := st.LeaseOf != "" && st.LeaseOf != d.self && quorum.Now() < leaseEnd
 		if len(pending) == 0 && !leaseWait {
 			return nil
 		}
-		if len(pending) > 0 && quorum.Now() >= nextTry {
-			if d.opts.Fencer == nil {
-				d.setHolderState(grant.Epoch, quorum.HolderBlocked, fmt.Sprintf("%v may still run the storage and no fence device is configured: waiting for `fencectl confirm`", pending))
+		// A former primary that vanished without releasing is fenced too
+		// when it has fence devices: a confirmed fence ends the wait for
+		// its lease early. If that fence fails, its lease still runs out.
+		targets := pending
+		if leaseWait && !slices.Contains(pending, st.LeaseOf) && len(topology(d.cfg, st.LeaseOf)) > 0 {
+			targets = append(targets, st.LeaseOf)
+		}
+		if len(targets) > 0 && quorum.Now() >= nextTry {
+			if len(pending) > 0 && d.opts.Fencer == nil {
+				d.setHolderState(grant.Epoch, quorum.HolderBlocked, fmt.Sprintf("%v may still run the storage and no fencer is configured: waiting for `fencectl confirm`", pending))
 				nextTry = quorum.Now().Add(time.Hour)
-			} else {
-				d.setHolderState(grant.Epoch, quorum.HolderFencing, fmt.Sprintf("fencing %v", pending))
+			} else if d.opts.Fencer != nil {
+				d.setHolderState(grant.Epoch, quorum.HolderFencing, fmt.Sprintf("fencing %v", targets))
 				var errs []error
-				for _, n := range pending {
-					if err := d.opts.Fencer.Fence(ctx, n, fmt.Sprintf("takeover by %s at epoch %d", d.self, grant.Epoch), grant.Epoch); err != nil {
+				for _, n := range targets {
+					if err := d.opts.Fencer.Fence(ctx, n, fmt.Sprintf("takeover by %s at epoch %d", d.self, grant.Epoch), grant.Epoch); err != nil && slices.Contains(pending, n) {
 						errs = append(errs, fmt.Errorf("%s: %w", n, err))
 					}
 				}
-				if err := errors.Join(errs...); err != nil {
+				if err := errors.Join(errs...); err != nil && ctx.Err() == nil {
 					why := fmt.Sprintf("every fence path failed (%v); retrying in %s; `fencectl confirm NODE --yes` overrides", err, backoff)
 					log.Error("takeover BLOCKED", "reason", why)
 					d.metrics.takeoverBlocked()
 					d.setHolderState(grant.Epoch, quorum.HolderBlocked, why)
 					nextTry = quorum.Now().Add(backoff)
 					backoff = min(backoff*2, 30*time.Second)
+				} else {
+					// Optional fences are tried once per tenure.
+					nextTry = leaseEnd
 				}
 				continue
 			}

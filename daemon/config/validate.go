@@ -239,8 +239,8 @@ func (v *validator) storage() {
 		} else if !filepath.IsAbs(m.Mountpoint) {
 			v.add("storage.mount.mountpoint", "%q must be an absolute path", m.Mountpoint)
 		}
-		if m.FSType == "" {
-			v.add("storage.mount.fstype", "required")
+		if m.FSType == "" && !hasOption(m.Options, "bind") {
+			v.add("storage.mount.fstype", "required (except for bind mounts)")
 		}
 	}
 	for _, h := range []struct{ key, val string }{{"start", s.Hooks.Start}, {"stop", s.Hooks.Stop}, {"monitor", s.Hooks.Monitor}} {
@@ -318,4 +318,13 @@ func (c *Config) SelectNode(name, hostname string) (*Node, error) {
 		names[i] = n.Name
 	}
 	return nil, Problems{{File: c.file, Line: c.line("node"), Path: "node", Msg: fmt.Sprintf("unknown node name %q (from %s; configured: %s)", name, from, strings.Join(names, ", "))}}
+}
+
+func hasOption(opts, name string) bool {
+	for _, o := range strings.Split(opts, ",") {
+		if strings.TrimSpace(o) == name {
+			return true
+		}
+	}
+	return false
 }

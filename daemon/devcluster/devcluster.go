@@ -19,6 +19,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/fenced/fenced/agents/ipmi/ipmisim"
 	"github.com/fenced/fenced/daemon"
 	"github.com/fenced/fenced/daemon/apiclient"
 	"github.com/fenced/fenced/daemon/config"
@@ -44,6 +45,9 @@ type Options struct {
 	Wrap func(i int, argv []string) []string
 	// LogLevel of the nodes (default info).
 	LogLevel string
+	// BMC gives every node a simulated IPMI BMC whose power-off kills the
+	// node (see startBMCs); each node is fenced through its BMC.
+	BMC bool
 }
 
 // Cluster is a set of fenced processes.
@@ -51,6 +55,8 @@ type Cluster struct {
 	Opts   Options
 	Config *config.Config
 	Nodes  []*Node
+	// BMCs[i] is node i's simulated BMC when Options.BMC is set.
+	BMCs []*ipmisim.BMC
 }
 
 // Node is one fenced process.
@@ -103,6 +109,11 @@ func New(o Options) (*Cluster, error) {
 			Gossip: net.JoinHostPort(host, strconv.Itoa(gp)),
 			Raft:   net.JoinHostPort(host, strconv.Itoa(rp)),
 		})
+	}
+	if o.BMC {
+		if err := c.startBMCs(cfg); err != nil {
+			return nil, err
+		}
 	}
 	if o.Configure != nil {
 		o.Configure(cfg)
@@ -181,8 +192,9 @@ func (c *Cluster) Start() error {
 	return nil
 }
 
-// Close kills every node still running.
+// Close kills every node still running and stops the simulated BMCs.
 func (c *Cluster) Close() {
+	c.closeBMCs()
 	for _, n := range c.Nodes {
 		n.Kill()
 	}

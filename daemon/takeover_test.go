@@ -1,0 +1,157 @@
+package daemon_test
+
+import (
+	"context"
+	"net/url"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fenced/fenced/daemon"
+	"github.com/fenced/fenced/daemon/devcluster"
+	"github.com/fenced/fenced/stonith"
+)
+
+func newBMCCluster(t *testing.T, n int) *devcluster.Cluster {
+	t.Helper()
+	c, err := devcluster.New(devcluster.Options{Nodes: n, Dir: t.TempDir(), Bin: fencedBin, Timing: testTiming, BMC: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.Close()
+		if t.Failed() {
+			for _, nd := range c.Nodes {
+				b, _ := os.ReadFile(nd.Log)
+				t.Logf("---- %s ----\n%s", nd.Name, tail(string(b), 3000))
+			}
+		}
+	})
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func history(t *testing.T, n *devcluster.Node, node string) []stonith.Record {
+	t.Helper()
+	var h daemon.History
+	cl := n.Client()
+	defer cl.Close()
+	q := url.Values{}
+	if node != "" {
+		q.Set("node", node)
+	}
+	if err := cl.Do(context.Background(), "GET", "/v1/history", q, nil, &h); err != nil {
+		t.Fatal(err)
+	}
+	return h.Records
+}
+
+// TestKillFenceTakeover: SIGKILL the primary → the new primary fences it
+// through its BMC (power-off observed and read back) → acts with a higher
+// epoch. Then `unfence` powers it on; it rejoins as a secondary.
+func TestKillFenceTakeover(t *testing.T) {
+	c := newBMCCluster(t, 3)
+	watchSafety(t, c)
+	p, e1, err := c.Primary(ctxT(t, 20*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Signal(syscall.SIGKILL)
+	q, e2, err := c.Primary(ctxT(t, 20*time.Second), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e2 <= e1 {
+		t.Fatalf("epoch %d not above %d", e2, e1)
+	}
+	if c.BMCs[p.Index].PoweredOn() {
+		t.Fatalf("%s's BMC still powered on after the takeover", p.Name)
+	}
+	recs := history(t, q, p.Name)
+	var fenced *stonith.Record
+	for i := range recs {
+		if recs[i].Kind == stonith.KindFence && recs[i].Outcome == stonith.OutcomeSuccess {
+			fenced = &recs[i]
+		}
+	}
+	if fenced == nil {
+		t.Fatalf("no successful fence of %s in history: %+v", p.Name, recs)
+	}
+	if fenced.Executor != q.Name || fenced.Epoch != e2 || len(fenced.Attempts) == 0 || fenced.Attempts[len(fenced.Attempts)-1].ReadBack != "off" {
+		t.Fatalf("fence record %+v", fenced)
+	}
+	// Unfence through the API of a node that is not the primary: the
+	// request is forwarded to the primary-elect.
+	var other *devcluster.Node
+	for _, n := range c.Nodes {
+		if n != p && n != q {
+			other = n
+		}
+	}
+	cl := other.Client()
+	defer cl.Close()
+	var rec stonith.Record
+	if err := cl.Do(ctxT(t, 30*time.Second), "POST", "/v1/unfence", nil, daemon.AdminRequest{Node: p.Name}, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Outcome != stonith.OutcomeSuccess || rec.Executor != q.Name || !c.BMCs[p.Index].PoweredOn() {
+		t.Fatalf("unfence: %+v (power %v)", rec, c.BMCs[p.Index].PoweredOn())
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err := p.Status(context.Background())
+		if err == nil {
+			if st.Self.Acting || st.Self.Epoch != 0 {
+				t.Fatalf("unfenced %s acts as primary", p.Name)
+			}
+			if st.Self.KnownEpoch >= e2 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("unfenced %s did not rejoin: %v", p.Name, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestManualFenceAndConfirm drives fencectl-level admin calls through the
+// API: a fence without devices reachable fails; confirm refuses a live node.
+func TestManualFenceAndConfirm(t *testing.T) {
+	c := newBMCCluster(t, 3)
+	p, _, err := c.Primary(ctxT(t, 20*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var victim *devcluster.Node
+	for _, n := range c.Nodes {
+		if n != p {
+			victim = n
+			break
+		}
+	}
+	cl := p.Client()
+	defer cl.Close()
+	err = cl.Do(ctxT(t, 10*time.Second), "POST", "/v1/confirm", nil, daemon.AdminRequest{Node: victim.Name}, nil)
+	if err == nil || !strings.Contains(err.Error(), "alive") {
+		t.Fatalf("confirm of a live node: %v", err)
+	}
+	var rec stonith.Record
+	if err := cl.Do(ctxT(t, 30*time.Second), "POST", "/v1/fence", nil, daemon.AdminRequest{Node: victim.Name, Action: "reboot"}, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Outcome != stonith.OutcomeSuccess || rec.Action != "reboot" {
+		t.Fatalf("reboot: %+v", rec)
+	}
+	if !victim.Wait(0) && c.BMCs[victim.Index].PoweredOn() {
+		// Reboot = off (confirmed) then on: the process was replaced.
+		t.Logf("%s rebooted", victim.Name)
+	}
+	if q, _, err := c.Primary(ctxT(t, 10*time.Second)); err != nil || q != p {
+		t.Fatalf("primary changed after fencing a secondary: %v %v", q, err)
+	}
+}
