@@ -183,6 +183,11 @@ func checkParams(agent string, m *fenceapi.Metadata, p agents.Params, errs []err
 			given[n] = true
 			continue
 		}
+		if n == "plug" || n == "port" {
+			// The topology may give a plug to a device whose program
+			// has none (it drives one machine): nothing to pass.
+			continue
+		}
 		if base, ok := strings.CutSuffix(n, "_file"); ok {
 			if _, known := m.Parameter(base); known {
 				lines = append(lines, param{name: base, value: v, fromFile: true, secret: true})

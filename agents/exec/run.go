@@ -179,7 +179,7 @@ func statusOutput(out string) (said agents.State, bad string) {
 
 // preCommand are fence-agents messages printed before any power command
 // was sent: a failure with one of them changed nothing.
-var preCommand = []string{"Unable to connect/login", "You have to enter", "Parse error", "is not a valid", "Failed: Unable to obtain correct plug status"}
+var preCommand = []string{"Unable to connect/login", "You have to enter", "is not a valid", "Failed: Unable to obtain correct plug status"}
 
 // act runs off or on and confirms it with status. A non-zero exit is a
 // failure when the program says it never got to send the command, and an
