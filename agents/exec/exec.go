@@ -76,7 +76,7 @@ type param struct {
 
 // secretName matches parameter names whose values are secrets: they are
 // scrubbed from anything the program prints.
-var secretName = regexp.MustCompile(`(?i)passw|community|secret|token|credential|private|(^|_)key($|_)|priv_passwd`)
+var secretName = regexp.MustCompile(`(?i)passw|community|secret|token|credential|private|key|(^|_)kg$`)
 
 var agentName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.+-]*$`)
 

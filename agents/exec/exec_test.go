@@ -326,3 +326,14 @@ func FuzzOutputParsers(f *testing.F) {
 		_ = scrub(out, []string{"x", out})
 	})
 }
+
+func TestSecretNames(t *testing.T) {
+	for name, want := range map[string]bool{
+		"password": true, "passwd": true, "snmp_priv_passwd": true, "community": true, "hexadecimal_kg": true,
+		"api_key": true, "token": true, "ip": false, "username": false, "plug": false, "snmp_priv_prot": false, "lanplus": false,
+	} {
+		if got := secretName.MatchString(name); got != want {
+			t.Errorf("secretName(%s) = %v, want %v", name, got, want)
+		}
+	}
+}
