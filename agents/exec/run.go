@@ -34,8 +34,10 @@ func (e *RunError) Error() string {
 // Stderr returns the program's standard error with secrets scrubbed.
 func (e *RunError) Stderr() string { return e.stderr }
 
-// LastStderr returns the standard error of the agent's last run, secrets
-// scrubbed: what a successful fence leaves for the history.
+// LastStderr returns the standard error of the agent's last off or on run,
+// secrets scrubbed: what a successful fence leaves for the history. Status
+// runs (the read-backs after off and on) do not replace it; a failed one
+// carries its own in its RunError.
 func (a *Agent) LastStderr() string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -53,12 +55,6 @@ type run struct {
 // run runs the program once for action. The deadline is the caller's, or
 // agent_timeout when the caller set none.
 func (a *Agent) run(ctx context.Context, action string) (*run, error) {
-	return a.runKeep(ctx, action, true)
-}
-
-// runKeep is run; keep says whether the run's stderr becomes LastStderr (a
-// read-back after off must not hide what off printed).
-func (a *Agent) runKeep(ctx context.Context, action string, keep bool) (*run, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, a.timeout)
@@ -90,7 +86,7 @@ func (a *Agent) runKeep(ctx context.Context, action string, keep bool) (*run, er
 		return nil, agents.Failed(a.op(action), err)
 	}
 	r := &run{runResult: res, stdoutText: scrub(string(res.stdout), secrets), stderrText: scrub(string(res.stderr), secrets)}
-	if keep {
+	if action == "off" || action == "on" {
 		a.mu.Lock()
 		a.lastStderr = r.stderrText
 		a.mu.Unlock()
@@ -121,11 +117,7 @@ var statusLine = regexp.MustCompile(`(?i)^status:\s*(on|off)\s*$`)
 // Status runs the program's status action: exit 0 on, 2 off. Output, when
 // there is any, must be a Status: ON/OFF line agreeing with the exit code.
 func (a *Agent) Status(ctx context.Context) (agents.State, error) {
-	return a.status(ctx, true)
-}
-
-func (a *Agent) status(ctx context.Context, keep bool) (agents.State, error) {
-	r, err := a.runKeep(ctx, "status", keep)
+	r, err := a.run(ctx, "status")
 	if err != nil {
 		return agents.StateUnknown, err
 	}
@@ -208,7 +200,7 @@ func (a *Agent) act(ctx context.Context, action string, want agents.State) error
 	deadline := time.Now().Add(a.readback)
 	var last error
 	for {
-		st, err := a.status(ctx, false)
+		st, err := a.Status(ctx)
 		if err == nil && st == want {
 			return nil
 		}
