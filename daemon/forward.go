@@ -52,6 +52,8 @@ func (d *Daemon) forwarded(ctx context.Context, from, method string, body []byte
 		return nil, err
 	}
 	switch method {
+	case fwdContact:
+		return d.answerContact(body)
 	case fwdFence, fwdUnfence, fwdConfirm, fwdStandby, fwdTransfer:
 		var req AdminRequest
 		if err := json.Unmarshal(body, &req); err != nil {

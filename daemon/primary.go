@@ -215,6 +215,17 @@ func (d *Daemon) takeover(ctx context.Context, log interface {
 }, grant quorum.Grant, granted quorum.Mono) error {
 	t := d.cfg.Timing
 	leaseEnd := granted.Add(t.Lease.D() + t.Margin.D())
+	if old := grant.LeaseOf; old != "" && old != d.self {
+		// Learn from a majority when the old primary last renewed, so the
+		// wait ends a lease after that rather than after this grant.
+		if bound, ok := d.leaseBound(ctx, old); ok {
+			if end := bound.Add(t.Lease.D() + t.Margin.D()); end < leaseEnd {
+				leaseEnd = end
+			}
+			log.Info("lease of the former primary bounded by a majority", "former", old,
+				"wait_left", max(0, leaseEnd.Sub(quorum.Now())).Round(time.Millisecond))
+		}
+	}
 	backoff := time.Second
 	var nextTry quorum.Mono
 	for {

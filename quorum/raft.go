@@ -45,6 +45,8 @@ type Raft struct {
 	trans raft.Transport
 	close func() error
 	log   *slog.Logger
+
+	contacts *contactTracker
 }
 
 // raftConfig derives raft's timings from the lease. Followers notice a dead
@@ -172,7 +174,9 @@ func OpenRaft(o RaftOptions) (*Raft, error) {
 		closeAll()
 		return nil, fmt.Errorf("raft: %w", err)
 	}
-	return &Raft{r: r, fsm: fsm, self: o.Self, trans: trans, close: closeAll, log: log}, nil
+	q := &Raft{r: r, fsm: fsm, self: o.Self, trans: trans, close: closeAll, log: log}
+	q.trackContacts()
+	return q, nil
 }
 
 func checkWritable(dir string) error {
@@ -249,8 +253,17 @@ func (q *Raft) Confirm(timeout time.Duration) error {
 // TransferLeadership hands leadership to another voter.
 func (q *Raft) TransferLeadership() error { return q.r.LeadershipTransfer().Error() }
 
+// TransferLeadershipTo hands leadership to the named voter.
+func (q *Raft) TransferLeadershipTo(name, addr string) error {
+	if _, ok := q.trans.(*raft.InmemTransport); ok {
+		addr = name
+	}
+	return q.r.LeadershipTransferToServer(raft.ServerID(name), raft.ServerAddress(addr)).Error()
+}
+
 // Shutdown stops raft and closes the stores.
 func (q *Raft) Shutdown() error {
+	q.contacts.close()
 	err := q.r.Shutdown().Error()
 	return errors.Join(err, q.close())
 }

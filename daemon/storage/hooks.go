@@ -31,7 +31,7 @@ func (m *Manager) runHook(ctx context.Context, action, path string) error {
 	cmd := exec.CommandContext(ctx, path)
 	cmd.Env = m.env(action)
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.Dir = "/"
+	cmd.Dir = "/" // never keep the mountpoint busy through our cwd
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second

@@ -96,6 +96,11 @@ func readMountinfo(path string) ([]mountEntry, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseMountinfo(b, path)
+}
+
+// parseMountinfo parses mountinfo content; name is used in errors.
+func parseMountinfo(b []byte, path string) ([]mountEntry, error) {
 	var out []mountEntry
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)

@@ -3,6 +3,12 @@
 // them the epoch as the fencing token (FENCED_EPOCH) so storage that
 // understands tokens can reject a stale writer.
 //
+// Hooks run with the daemon's environment plus FENCED_ACTION (start, stop,
+// monitor), FENCED_EPOCH, FENCED_NODE, FENCED_PREVIOUS_HOLDER and, with a
+// mount, FENCED_MOUNTPOINT and FENCED_DEVICE; in / as working directory;
+// in their own process group, killed as a group when the daemon's deadline
+// passes. A non-zero exit is an error carrying the end of their output.
+//
 // Manager implements the daemon's Resource interface. Start mounts, then
 // runs the start hook; Stop runs the stop hook, then unmounts. Both are
 // idempotent, and Stop is safe after a partial Start: the daemon calls it

@@ -372,3 +372,19 @@ func TestReadMountinfo(t *testing.T) {
 		t.Fatalf("malformed accepted: %v", err)
 	}
 }
+
+func FuzzParseMountinfo(f *testing.F) {
+	f.Add([]byte("22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"))
+	f.Add([]byte("90 22 0:50 / /srv/my\\040data rw - tmpfs my\\13 rw\n"))
+	f.Add([]byte(" - \n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		parseMountinfo(b, "fuzz")
+	})
+}
+
+func FuzzParseOptions(f *testing.F) {
+	f.Add("ro,noatime,size=1m,x-a,loop")
+	f.Fuzz(func(t *testing.T, s string) {
+		parseOptions(s)
+	})
+}

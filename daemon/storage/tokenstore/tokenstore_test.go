@@ -225,3 +225,13 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+func FuzzParseLog(f *testing.F) {
+	f.Add([]byte(`{"time":"2025-01-01T00:00:00Z","node":"a","epoch":1,"seq":1,"result":"accepted","highest":0}` + "\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if entries, err := ParseLog(b, "fuzz"); err == nil {
+			Check(entries)
+			Tenures(entries)
+		}
+	})
+}

@@ -1,0 +1,83 @@
+package quorum
+
+import (
+	"sync"
+	"time"
+)
+
+// contactTracker remembers, per leader, when this node last heard from it,
+// on the boot-time clock. A new primary asks a majority for these to learn
+// an upper bound on the old primary's last lease renewal (see
+// daemon.leaseBound), so it need not wait a whole lease after its own
+// election.
+type contactTracker struct {
+	mu   sync.Mutex
+	last map[string]Mono
+	prev string
+	stop chan struct{}
+	done chan struct{}
+}
+
+// contactPoll is how often raft's leader and last-contact are sampled.
+const contactPoll = 5 * time.Millisecond
+
+func (q *Raft) trackContacts() {
+	t := &contactTracker{last: map[string]Mono{}, stop: make(chan struct{}), done: make(chan struct{})}
+	q.contacts = t
+	go func() {
+		defer close(t.done)
+		tick := time.NewTicker(contactPoll)
+		defer tick.Stop()
+		for {
+			select {
+			case <-t.stop:
+				return
+			case <-tick.C:
+			}
+			now := Now()
+			_, id := q.r.LeaderWithID()
+			lc := q.r.LastContact()
+			t.mu.Lock()
+			if id != "" && !lc.IsZero() {
+				at := now - Mono(time.Since(lc))
+				if at > t.last[string(id)] {
+					t.last[string(id)] = at
+				}
+			}
+			if t.prev != "" && t.prev != string(id) {
+				// The leader changed between two samples: contacts with
+				// the old one may have happened until now. Assume they did
+				// (the safe direction: a later contact means a longer wait).
+				t.last[t.prev] = now
+			}
+			t.prev = string(id)
+			t.mu.Unlock()
+		}
+	}()
+}
+
+// SinceContact reports how long ago this node last heard from leader, and
+// whether it heard from it at all since it started.
+func (q *Raft) SinceContact(leader string) (time.Duration, bool) {
+	t := q.contacts
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if leader == q.self {
+		// This node was the leader itself: it "heard" from it until now.
+		return 0, true
+	}
+	at, ok := t.last[leader]
+	if !ok {
+		return 0, false
+	}
+	return Since(at), true
+}
+
+func (t *contactTracker) close() {
+	select {
+	case <-t.stop:
+	default:
+		close(t.stop)
+	}
+	<-t.done
+}
