@@ -52,9 +52,13 @@ type Target struct {
 
 // Request asks the engine to fence (or unfence) one node.
 type Request struct {
-	Target      string // node name
-	Topology    Topology
-	Action      string // ActionOff, ActionReboot or ActionOn
+	Target   string // node name
+	Topology Topology
+	// Action is ActionOff; ActionReboot (off through the topology, then on
+	// through every device of the level that confirmed the off); or
+	// ActionOn, the unfence: on through every level (or Levels), last
+	// level first.
+	Action      string
 	Reason      string
 	RequestedBy string
 	Executor    string
@@ -279,6 +283,8 @@ func (o *operation) level(ctx context.Context, n int, action string) levelResult
 	if len(devs) == 0 {
 		return levelResult{err: "no devices"}
 	}
+	// Devices that did go off stay off when a sibling fails: powering them
+	// back on would undo part of a fence for nothing.
 	results := make([]deviceResult, len(devs))
 	var wg sync.WaitGroup
 	for i, t := range devs {
