@@ -2,6 +2,7 @@ package exec
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -75,7 +76,11 @@ func TestFenceApcSnmp(t *testing.T) {
 	if err == nil || st != agents.StateUnknown {
 		t.Fatalf("status with wrong community = %v, %v", st, err)
 	}
-	if s := b.LastStderr(); s == "" || strings.Contains(s, "wrong-community-77") || strings.Contains(err.Error(), "wrong-community-77") {
+	var re *RunError
+	if !errors.As(err, &re) {
+		t.Fatalf("no RunError in %v", err)
+	}
+	if s := re.Stderr(); !strings.Contains(s, "No Response") || strings.Contains(s, "wrong-community-77") || strings.Contains(err.Error(), "wrong-community-77") {
 		t.Fatalf("stderr %q / error %v: empty or leaks the community", s, err)
 	}
 	t.Logf("wrong community: %v", err)
