@@ -11,9 +11,11 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 )
 
@@ -28,8 +30,10 @@ type Server struct {
 	// certificate (TLS only): what a client passes as its CA file.
 	CACertPEM []byte
 
-	srv  *http.Server
-	done chan error
+	srv       *http.Server
+	done      chan error
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // Start serves a new simulator on addr ("" means 127.0.0.1:0, a free
@@ -56,7 +60,9 @@ func Start(addr string, useTLS bool, opts Options) (*Server, error) {
 			// BMCs speak HTTP/1.1; an empty map also keeps Hijack (used to
 			// drop connections) available under TLS.
 			TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
-			ErrorLog:     nil,
+			// Handshake failures (a client refusing our certificate) are
+			// expected in tests: debug lines, not stderr noise.
+			ErrorLog: slog.NewLogLogger(sim.log.Handler(), slog.LevelDebug),
 		},
 		done: make(chan error, 1),
 	}
@@ -83,14 +89,18 @@ func Start(addr string, useTLS bool, opts Options) (*Server, error) {
 	return s, nil
 }
 
-// Close stops the server at once and stops pending power transitions.
+// Close stops the server at once and stops pending power transitions. It
+// may be called more than once.
 func (s *Server) Close() error {
-	err := s.srv.Close()
-	if serr := <-s.done; err == nil {
-		err = serr
-	}
-	s.Sim.Close()
-	return err
+	s.closeOnce.Do(func() {
+		err := s.srv.Close()
+		if serr := <-s.done; err == nil {
+			err = serr
+		}
+		s.Sim.Close()
+		s.closeErr = err
+	})
+	return s.closeErr
 }
 
 // selfSignedPair makes a CA and a server certificate it signs for host,
