@@ -243,6 +243,13 @@ func (s *session) resolveSystem(ctx context.Context) (string, error) {
 				uri = u
 			}
 		}
+		// The FenceAgentAPI fills plug from nodename; a BMC with one
+		// system has nothing to choose, so a plug naming no system is the
+		// node's name, not a wrong choice.
+		if uri == "" && len(uris) == 1 {
+			a.log.Debug("plug names no system; using the BMC's only system", "plug", plug, "system", uris[0])
+			uri = uris[0]
+		}
 		if uri == "" {
 			return "", fmt.Errorf("system %q not found; the BMC has: %s", plug, listOrNone(uris))
 		}
