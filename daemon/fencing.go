@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/fenced/fenced/daemon/config"
@@ -108,25 +109,24 @@ func (f *engineFencer) run(ctx context.Context, req stonith.Request) stonith.Rec
 	return rec
 }
 
-// lastFenceLevels returns the level that last fenced node successfully,
-// from the attempts of the newest successful fence; nil means all levels.
+// lastFenceLevels returns the levels whose devices cut node in its newest
+// successful fence: every level with a successful off, not only the one
+// that completed (a level that failed may still have switched some of its
+// devices off, e.g. one PDU feed of two). nil means all levels.
 func lastFenceLevels(history []stonith.Record, node string) []int {
 	for i := len(history) - 1; i >= 0; i-- {
 		r := history[i]
 		if r.Target != node || r.Kind != stonith.KindFence || r.Outcome != stonith.OutcomeSuccess {
 			continue
 		}
-		// The successful level is the highest one with a success attempt.
-		best := 0
+		var levels []int
 		for _, a := range r.Attempts {
-			if a.Result == stonith.ResultSuccess && a.Level > best {
-				best = a.Level
+			if a.Result == stonith.ResultSuccess && a.Action != stonith.ActionOn && !slices.Contains(levels, a.Level) {
+				levels = append(levels, a.Level)
 			}
 		}
-		if best > 0 {
-			return []int{best}
-		}
-		return nil
+		slices.Sort(levels)
+		return levels
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"github.com/fenced/fenced/daemon"
 	"github.com/fenced/fenced/daemon/apiclient"
 	"github.com/fenced/fenced/daemon/config"
+	"github.com/fenced/fenced/daemon/storage/tokenstore"
 )
 
 // Options describe the cluster.
@@ -48,6 +50,9 @@ type Options struct {
 	// BMC gives every node a simulated IPMI BMC whose power-off kills the
 	// node (see startBMCs); each node is fenced through its BMC.
 	BMC bool
+	// Store runs a token-checking storage stand-in; every node's storage
+	// is a writer that writes to it with its epoch.
+	Store bool
 }
 
 // Cluster is a set of fenced processes.
@@ -57,6 +62,10 @@ type Cluster struct {
 	Nodes  []*Node
 	// BMCs[i] is node i's simulated BMC when Options.BMC is set.
 	BMCs []*ipmisim.BMC
+	// Store is the storage stand-in when Options.Store is set; StoreLog
+	// is its log of every write attempt.
+	Store    *tokenstore.Server
+	StoreLog string
 }
 
 // Node is one fenced process.
@@ -112,6 +121,12 @@ func New(o Options) (*Cluster, error) {
 	}
 	if o.BMC {
 		if err := c.startBMCs(cfg); err != nil {
+			return nil, err
+		}
+	}
+	if o.Store {
+		if err := c.startStore(cfg); err != nil {
+			c.closeBMCs()
 			return nil, err
 		}
 	}
@@ -198,6 +213,10 @@ func (c *Cluster) Close() {
 	for _, n := range c.Nodes {
 		n.Kill()
 	}
+	if c.Store != nil {
+		c.Store.Close()
+		c.Store = nil
+	}
 }
 
 // Start starts the node's process (in a new process group), appending its
@@ -222,7 +241,10 @@ func (n *Node) Start() error {
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A session of its own: everything the node starts (storage hooks
+	// put their children in process groups of their own) stays in it, so
+	// a simulated power-off or pause reaches all of it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return fmt.Errorf("start %s: %w", n.Name, err)
@@ -266,13 +288,51 @@ func (n *Node) Running() bool {
 	}
 }
 
-// Signal sends sig to the node's whole process group.
+// Signal sends sig to every process of the node's session: the node as a
+// machine (the daemon and whatever its storage runs).
 func (n *Node) Signal(sig syscall.Signal) error {
 	pid := n.Pid()
 	if pid == 0 {
 		return fmt.Errorf("%s not started", n.Name)
 	}
-	return syscall.Kill(-pid, sig)
+	pids := sessionPids(pid)
+	if len(pids) == 0 {
+		pids = []int{pid}
+	}
+	var errs []error
+	for _, p := range pids {
+		if err := syscall.Kill(p, sig); err != nil && err != syscall.ESRCH {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// sessionPids lists the processes whose session id is sid.
+func sessionPids(sid int) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// Fields after the command name (which may hold spaces): state,
+		// ppid, pgrp, session, ...
+		i := strings.LastIndexByte(string(b), ')')
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) > 3 && f[3] == strconv.Itoa(sid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // Kill is a power-off: SIGKILL to the process group, then wait.

@@ -1,0 +1,45 @@
+package devcluster
+
+import (
+	"net"
+	"path/filepath"
+	"strconv"
+
+	"github.com/fenced/fenced/daemon/config"
+	"github.com/fenced/fenced/daemon/storage/tokenstore"
+)
+
+// startStore runs the token-checking storage stand-in and makes every
+// node's storage a writer that writes to it with the node's epoch (see
+// tokenstore.WriteHooks).
+func (c *Cluster) startStore(cfg *config.Config) error {
+	port, err := FreePort("127.0.0.1")
+	if err != nil {
+		return err
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	c.StoreLog = filepath.Join(c.Opts.Dir, "store.log")
+	s, err := tokenstore.Start(addr, c.StoreLog)
+	if err != nil {
+		return err
+	}
+	c.Store = s
+	bin, err := filepath.Abs(c.Opts.Bin)
+	if err != nil {
+		return err
+	}
+	start, stop, monitor, err := tokenstore.WriteHooks(filepath.Join(c.Opts.Dir, "hooks"), bin, "http://"+addr+"/write")
+	if err != nil {
+		s.Close()
+		return err
+	}
+	cfg.Storage.Hooks = config.Hooks{Start: start, Stop: stop, Monitor: monitor}
+	cfg.Storage.MonitorInterval = config.Duration(cfg.Timing.Heartbeat.D() * 2)
+	return nil
+}
+
+// StoreEntries reads the store's log: every write attempt with node, epoch
+// and result.
+func (c *Cluster) StoreEntries() ([]tokenstore.Entry, error) {
+	return tokenstore.ReadLog(c.StoreLog)
+}

@@ -1,0 +1,28 @@
+package daemon
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/fenced/fenced/stonith"
+)
+
+func TestLastFenceLevels(t *testing.T) {
+	h := []stonith.Record{
+		{Kind: stonith.KindFence, Target: "a", Outcome: stonith.OutcomeSuccess, Attempts: []stonith.Attempt{{Level: 3, Action: "off", Result: "success"}}},
+		// Newest: level 1 had one PDU feed go off and the other fail; level 2 (BMC) succeeded.
+		{Kind: stonith.KindFence, Target: "a", Outcome: stonith.OutcomeSuccess, Attempts: []stonith.Attempt{
+			{Level: 1, Device: "pdu-a", Action: "off", Result: "success"},
+			{Level: 1, Device: "pdu-b", Action: "off", Result: "failed"},
+			{Level: 2, Device: "bmc", Action: "off", Result: "success"},
+		}},
+		{Kind: stonith.KindFence, Target: "b", Outcome: stonith.OutcomeSuccess, Attempts: []stonith.Attempt{{Level: 2, Action: "off", Result: "success"}}},
+		{Kind: stonith.KindFence, Target: "a", Outcome: stonith.OutcomeFailed},
+	}
+	if got := lastFenceLevels(h, "a"); !slices.Equal(got, []int{1, 2}) {
+		t.Errorf("levels %v, want [1 2]", got)
+	}
+	if got := lastFenceLevels(h, "c"); got != nil {
+		t.Errorf("never fenced: %v", got)
+	}
+}
