@@ -1,2 +1,16 @@
-// Package redfish is the Redfish fence agent (gofish).
+// Package redfish is the Redfish fence agent, built on gofish. It fences one
+// ComputerSystem of a BMC (iDRAC, iLO, XCC, OpenBMC, ...):
+//
+//   - one Redfish session per operation, always logged out (Basic auth
+//     optional); HTTPS verified against the system roots or ca_file,
+//     ssl_insecure only by choice and with a warning;
+//   - the system is systems_uri, else the plug, else the BMC's only system;
+//   - the ResetType comes from what the BMC allows (the action's
+//     AllowableValues or its @Redfish.ActionInfo): off is ForceOff and
+//     nothing else, on is On or ForceOn, reboot is an observed off then on;
+//   - resets are sent with If-Match, follow 202 task monitors, ride out
+//     transient 5xx answers, dropped connections and one expired session;
+//   - success is only a PowerState read back within power_timeout.
+//
+// Package redfishsim is the BMC simulator its tests run against.
 package redfish
