@@ -62,6 +62,9 @@ type Options struct {
 	Raft quorum.RaftOptions
 	// Notify receives lifecycle notifications (systemd): "READY=1", ...
 	Notify func(state string)
+	// WatchdogInterval is the service manager's watchdog timeout (systemd
+	// WATCHDOG_USEC); 0 disables WATCHDOG=1 pings.
+	WatchdogInterval time.Duration
 }
 
 // Daemon is one fenced node.
@@ -95,6 +98,10 @@ type Daemon struct {
 
 	// Graceful handover: where leadership goes after the release ("" =
 	// raft's choice), and the cancel of the current tenure.
+	lastBeat   atomic.Int64 // quorum.Mono of the main loop's last progress
+	stallAfter time.Duration
+	stalled    atomic.Bool
+
 	handoffMu    sync.Mutex
 	handoffTo    *string
 	tenureCancel context.CancelCauseFunc
@@ -107,7 +114,8 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	d := &Daemon{cfg: cfg, self: cfg.Node, log: log.With("node", cfg.Node), opts: opts, started: quorum.Now()}
+	d := &Daemon{cfg: cfg, self: cfg.Node, log: log.With("node", cfg.Node), opts: opts, started: quorum.Now(), stallAfter: stallFromEnv()}
+	d.lastBeat.Store(int64(d.started))
 	d.role.Store(RoleSecondary)
 	d.storage.Store("stopped")
 	if opts.SelfFence == nil {
@@ -209,16 +217,16 @@ func (d *Daemon) Run(ctx context.Context) error {
 			d.serveMetrics(d.metricsLn)
 		}()
 	}
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		d.lifecycle(loopCtx)
+	}()
 	d.log.Info("fenced started", "version", Version, "nodes", len(d.cfg.Nodes), "majority", d.cfg.Majority())
-	if d.opts.Notify != nil {
-		d.opts.Notify("READY=1")
-	}
 
 	<-ctx.Done()
 	d.log.Info("stopping: releasing primacy, leaving the cluster")
-	if d.opts.Notify != nil {
-		d.opts.Notify("STOPPING=1")
-	}
+	d.notify("STOPPING=1")
 	d.stopping.Store(true)
 	d.role.Store(RoleStopping)
 	// The control loop demotes (stops the storage, commits the release)

@@ -17,6 +17,7 @@ func (d *Daemon) controlLoop(ctx context.Context) {
 	tick := time.NewTicker(d.checkInterval())
 	defer tick.Stop()
 	for ctx.Err() == nil {
+		d.beat()
 		if d.raft.IsLeader() && !d.stopping.Load() {
 			d.lead(ctx)
 			continue
@@ -189,6 +190,7 @@ func (d *Daemon) renewLease(ctx context.Context, lost chan<- string) {
 			}()
 		case <-check.C:
 		}
+		d.beat()
 		// Fail-safe: stop as soon as the lease cannot be confirmed, without
 		// waiting to learn that another node took over.
 		if quorum.Now() >= quorum.Mono(d.leaseUntil.Load()) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"log/slog"
+	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
 )
@@ -13,4 +14,13 @@ func systemdNotifier(log *slog.Logger) func(string) {
 			log.Warn("sd_notify", "state", state, "err", err)
 		}
 	}
+}
+
+// watchdogInterval is systemd's WatchdogSec for this process, or 0.
+func watchdogInterval() time.Duration {
+	d, err := daemon.SdWatchdogEnabled(false)
+	if err != nil {
+		return 0
+	}
+	return d
 }

@@ -42,7 +42,7 @@ once.`,
 			if err != nil {
 				return &exitError{exitConfig, err}
 			}
-			d, err := daemon.New(cfg, daemon.Options{Logger: log, Notify: systemdNotifier(log)})
+			d, err := daemon.New(cfg, daemon.Options{Logger: log, Notify: systemdNotifier(log), WatchdogInterval: watchdogInterval()})
 			if err != nil {
 				return &exitError{exitStartup, err}
 			}

@@ -53,6 +53,9 @@ type Options struct {
 	// Store runs a token-checking storage stand-in; every node's storage
 	// is a writer that writes to it with its epoch.
 	Store bool
+	// NodeConfig adjusts node i's own configuration file (e.g. a metrics
+	// address of its own).
+	NodeConfig func(i int, c *config.Config)
 }
 
 // Cluster is a set of fenced processes.
@@ -75,7 +78,9 @@ type Node struct {
 	Config string // config file path
 	Socket string
 	Log    string // log file path
-	cl     *Cluster
+	// Env is added to the process environment at Start.
+	Env []string
+	cl  *Cluster
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -143,6 +148,9 @@ func New(o Options) (*Cluster, error) {
 		nc.Node = n.Name
 		nc.DataDir = filepath.Join(o.Dir, n.Name+"-data")
 		nc.API.Socket = nd.Socket
+		if o.NodeConfig != nil {
+			o.NodeConfig(i, &nc)
+		}
 		if err := writeYAML(nd.Config, &nc); err != nil {
 			return nil, err
 		}
@@ -241,6 +249,9 @@ func (n *Node) Start() error {
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	if len(n.Env) > 0 {
+		cmd.Env = append(os.Environ(), n.Env...)
+	}
 	// A session of its own: everything the node starts (storage hooks
 	// put their children in process groups of their own) stays in it, so
 	// a simulated power-off or pause reaches all of it.
