@@ -404,8 +404,8 @@ func TestNewValidates(t *testing.T) {
 	}
 }
 
-// Runs last (by name order it is not guaranteed, so it reads the shared
-// sink after its own work): no log line of any test holds the password.
+// Runs after the other tests of this file (tests run in source order) and
+// checks the logs they all wrote, plus its own: no line holds the password.
 func TestZZNoSecretInLogs(t *testing.T) {
 	srv := startSim(t, true, redfishsim.Options{})
 	a := newAgent(t, simParams(t, srv, agents.Params{"ssl_insecure": "1", "ca_file": ""}))
