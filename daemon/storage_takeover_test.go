@@ -50,17 +50,9 @@ func newStorageCluster(t *testing.T, configure func(*config.Config)) *devcluster
 // waitWrites waits until node has a write accepted under epoch.
 func waitWrites(t *testing.T, c *devcluster.Cluster, node string, epoch uint64, d time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		entries, _ := c.StoreEntries()
-		for _, e := range entries {
-			if e.Node == node && e.Epoch == epoch && e.Result == tokenstore.Accepted {
-				return
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
+	if _, err := c.WaitWrite(ctxT(t, d), node, epoch); err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("no write accepted from %s with epoch %d within %s", node, epoch, d)
 }
 
 // writers returns the nodes with accepted writes at or after since.

@@ -159,7 +159,7 @@ func printRecords(a *app, recs []stonith.Record, verbose bool) {
 			dash(r.Action), strings.ToUpper(r.Outcome), r.Epoch, dash(r.RequestedBy), dur, detail)
 		if verbose {
 			for _, at := range r.Attempts {
-				line := fmt.Sprintf("\t  level %d\t%s\t%s\t%s\t%s\tread back %s\t\t%s\t%s", at.Level, at.Device, at.Agent, at.Action, at.Result, dash(at.ReadBack), at.Duration.Round(time.Millisecond), at.Error)
+				line := fmt.Sprintf("\t  level %d\t%s\t%s\t%s\t%s\t\tread back %s\t%s\t%s", at.Level, at.Device, at.Agent, at.Action, at.Result, dash(at.ReadBack), at.Duration.Round(time.Millisecond), at.Error)
 				fmt.Fprintln(tw, line)
 			}
 		}

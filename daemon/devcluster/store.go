@@ -1,9 +1,12 @@
 package devcluster
 
 import (
+	"context"
+	"fmt"
 	"net"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/fenced/fenced/daemon/config"
 	"github.com/fenced/fenced/daemon/storage/tokenstore"
@@ -42,4 +45,22 @@ func (c *Cluster) startStore(cfg *config.Config) error {
 // and result.
 func (c *Cluster) StoreEntries() ([]tokenstore.Entry, error) {
 	return tokenstore.ReadLog(c.StoreLog)
+}
+
+// WaitWrite waits until node had a write accepted by the store under epoch
+// and returns when that write happened.
+func (c *Cluster) WaitWrite(ctx context.Context, node string, epoch uint64) (time.Time, error) {
+	for {
+		entries, _ := c.StoreEntries()
+		for _, e := range entries {
+			if e.Node == node && e.Epoch == epoch && e.Result == tokenstore.Accepted {
+				return e.Time, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, fmt.Errorf("no write accepted from %s with epoch %d: %w", node, epoch, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
