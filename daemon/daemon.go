@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/memberlist"
+
 	"github.com/fenced/fenced/agents"
 	"github.com/fenced/fenced/daemon/config"
 	"github.com/fenced/fenced/daemon/storage"
@@ -60,6 +62,8 @@ type Options struct {
 	// Raft carries test-only raft settings: Transport replaces the TCP
 	// transport, InMemory keeps the log in memory (in-process tests).
 	Raft quorum.RaftOptions
+	// GossipTransport replaces memberlist's transport (in-process tests).
+	GossipTransport memberlist.Transport
 	// Notify receives lifecycle notifications (systemd): "READY=1", ...
 	Notify func(state string)
 	// WatchdogInterval is the service manager's watchdog timeout (systemd
@@ -167,7 +171,7 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 	}
 	d.raft = r
 	m, err := quorum.JoinMembership(quorum.MembershipOptions{
-		Self: cfg.Node, Peers: peers, KeyFile: cfg.Gossip.KeyFile,
+		Self: cfg.Node, Peers: peers, KeyFile: cfg.Gossip.KeyFile, Transport: opts.GossipTransport,
 		Logger: d.log, Handler: d.handleForward,
 	}, d.meta())
 	if err != nil {

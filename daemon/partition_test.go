@@ -5,14 +5,20 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
 
+	"github.com/fenced/fenced/agents"
+	_ "github.com/fenced/fenced/agents/ipmi"
+	"github.com/fenced/fenced/agents/ipmi/ipmisim"
 	"github.com/fenced/fenced/daemon"
 	"github.com/fenced/fenced/daemon/config"
 	"github.com/fenced/fenced/daemon/devcluster"
@@ -25,11 +31,24 @@ type inproc struct {
 	t      *testing.T
 	nodes  []*daemon.Daemon
 	trans  map[string]*raft.InmemTransport
+	gossip map[string]*cuttableTransport
 	cancel []context.CancelFunc
 	done   []chan struct{}
+	closed []atomic.Bool
+	// Set by inprocOptions.
+	res  []*recordingResource
+	bmcs []*ipmisim.BMC
+	log  *eventLog
 }
 
-func newInproc(t *testing.T, n int) *inproc {
+type inprocOptions struct {
+	storage bool // a recordingResource per node
+	bmc     bool // a simulated BMC per node whose power-off closes the daemon
+}
+
+func newInproc(t *testing.T, n int) *inproc { return newInprocWith(t, n, inprocOptions{}) }
+
+func newInprocWith(t *testing.T, n int, o inprocOptions) *inproc {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := config.Default()
@@ -44,27 +63,61 @@ func newInproc(t *testing.T, n int) *inproc {
 		cfg.Nodes = append(cfg.Nodes, config.Node{Name: fmt.Sprintf("n%d", i+1),
 			Gossip: net.JoinHostPort("127.0.0.1", strconv.Itoa(p)), Raft: fmt.Sprintf("127.0.0.1:%d", 1+i)})
 	}
-	if ps := cfg.Validate(nil); ps != nil {
+	ip := &inproc{t: t, trans: map[string]*raft.InmemTransport{}, gossip: map[string]*cuttableTransport{}, log: &eventLog{}}
+	ip.closed = make([]atomic.Bool, n)
+	if o.bmc {
+		pw := filepath.Join(dir, "bmc-password")
+		os.WriteFile(pw, []byte("secret\n"), 0o600)
+		cfg.Devices = map[string]config.Device{}
+		for i := range cfg.Nodes {
+			b, err := ipmisim.StartBMC(ipmisim.BMCConfig{Password: "secret", PoweredOn: true,
+				OnPowerOff: func() error { ip.powerOff(i); return nil }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { b.Close() })
+			ip.bmcs = append(ip.bmcs, b)
+			dev := cfg.Nodes[i].Name + "-bmc"
+			cfg.Devices[dev] = config.Device{Agent: "ipmi", Params: map[string]string{"ip": b.Host(), "ipport": strconv.Itoa(b.Port()),
+				"username": "admin", "password_file": pw, "cipher": "17", "power_timeout": "5", "login_timeout": "2", "command_timeout": "1"}}
+			cfg.Nodes[i].Fence = []config.Level{{Devices: []config.DeviceRef{{Device: dev}}}}
+		}
+	}
+	if ps := cfg.Validate(agents.Default); ps != nil {
 		t.Fatal(ps)
 	}
-	ip := &inproc{t: t, trans: map[string]*raft.InmemTransport{}}
 	for _, nd := range cfg.Nodes {
 		_, tr := raft.NewInmemTransport(raft.ServerAddress(nd.Name))
 		ip.trans[nd.Name] = tr
+		host, port, _ := net.SplitHostPort(nd.Gossip)
+		pn, _ := strconv.Atoi(port)
+		nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{BindAddrs: []string{host}, BindPort: pn})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ip.gossip[nd.Name] = newCuttable(nt)
 	}
 	ip.heal()
-	for _, nd := range cfg.Nodes {
+	for i, nd := range cfg.Nodes {
 		nc := *cfg
 		nc.Node = nd.Name
 		nc.API.Socket = filepath.Join(dir, nd.Name+".sock")
 		nc.DataDir = filepath.Join(dir, nd.Name)
-		d, err := daemon.New(&nc, daemon.Options{
-			Logger: slog.New(slog.DiscardHandler),
-			Raft:   quorum.RaftOptions{Transport: ip.trans[nd.Name], InMemory: true},
-		})
+		opts := daemon.Options{
+			Logger:          slog.New(slog.DiscardHandler),
+			Raft:            quorum.RaftOptions{Transport: ip.trans[nd.Name], InMemory: true},
+			GossipTransport: ip.gossip[nd.Name],
+		}
+		if o.storage {
+			r := &recordingResource{node: nd.Name, log: ip.log}
+			ip.res = append(ip.res, r)
+			opts.Resource = r
+		}
+		d, err := daemon.New(&nc, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
+		_ = i
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { defer close(done); d.Run(ctx) }()
@@ -78,6 +131,9 @@ func newInproc(t *testing.T, n int) *inproc {
 
 func (ip *inproc) close() {
 	for i, d := range ip.nodes {
+		if ip.closed[i].Load() {
+			continue
+		}
 		ip.cancel[i]()
 		select {
 		case <-ip.done[i]:
@@ -87,7 +143,8 @@ func (ip *inproc) close() {
 	}
 }
 
-// cut isolates the named nodes from every other node (both directions).
+// cut isolates the named nodes from every other node (both directions),
+// for raft and gossip alike.
 func (ip *inproc) cut(minority ...string) {
 	in := map[string]bool{}
 	for _, m := range minority {
@@ -97,6 +154,7 @@ func (ip *inproc) cut(minority ...string) {
 		for b := range ip.trans {
 			if a != b && in[a] != in[b] {
 				ta.Disconnect(raft.ServerAddress(b))
+				ip.gossip[a].block(ip.gossipAddr(b))
 			}
 		}
 	}
@@ -109,14 +167,29 @@ func (ip *inproc) heal() {
 				ta.Connect(raft.ServerAddress(b), tb)
 			}
 		}
+		ip.gossip[a].unblockAll()
+	}
+}
+
+func (ip *inproc) gossipAddr(name string) string { return ip.gossip[name].addr }
+
+// powerOff is a BMC power-off of node i: the daemon stops at once, as if
+// the machine lost power, and its storage with it.
+func (ip *inproc) powerOff(i int) {
+	if !ip.closed[i].CompareAndSwap(false, true) {
+		return
+	}
+	ip.nodes[i].Close()
+	if ip.res != nil {
+		ip.res[i].powerLost()
 	}
 }
 
 // acting returns the nodes acting as primary and their epochs.
 func (ip *inproc) acting() map[string]uint64 {
 	m := map[string]uint64{}
-	for _, d := range ip.nodes {
-		if d.Acting() {
+	for i, d := range ip.nodes {
+		if !ip.closed[i].Load() && d.Acting() {
 			m[d.Name()] = d.Epoch()
 		}
 	}
@@ -254,4 +327,67 @@ func TestPartitionInProcess(t *testing.T) {
 	if _, e := ip.waitPrimary(5*time.Second, p); e != e3 {
 		t.Errorf("primary %s changed epoch %d→%d when a follower was cut", p, e3, e)
 	}
+}
+
+// TestPartitionStorageInProcess (takeover acceptance 7): the primary cut
+// off into a minority (raft and gossip) stops its storage by lease −
+// margin on its own; the majority fences it through its BMC, and only then
+// starts the storage; the two never overlap.
+func TestPartitionStorageInProcess(t *testing.T) {
+	ip := newInprocWith(t, 3, inprocOptions{storage: true, bmc: true})
+	stop := ip.monitor()
+	defer stop()
+	old, e1 := ip.waitPrimary(20 * time.Second)
+	oldIdx := 0
+	for i, d := range ip.nodes {
+		if d.Name() == old {
+			oldIdx = i
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	cut := quorum.Now()
+	ip.cut(old)
+
+	var majority []string
+	for _, d := range ip.nodes {
+		if d.Name() != old {
+			majority = append(majority, d.Name())
+		}
+	}
+	nw, e2 := ip.waitPrimary(20*time.Second, majority...)
+	if e2 <= e1 {
+		t.Fatalf("epoch %d not above %d", e2, e1)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for ip.bmcs[oldIdx].PoweredOn() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if ip.bmcs[oldIdx].PoweredOn() {
+		t.Fatal("the majority did not fence the isolated primary")
+	}
+	events := ip.log.all()
+	if err := overlaps(events); err != nil {
+		t.Fatal(err)
+	}
+	var oldStop, newStart quorum.Mono
+	for _, e := range events {
+		if e.node == old && e.epoch == e1 && e.kind == "stop" && oldStop == 0 {
+			oldStop = e.at
+		}
+		if e.node == nw && e.epoch == e2 && e.kind == "start" {
+			newStart = e.at
+		}
+	}
+	tm := testTiming
+	if oldStop == 0 {
+		t.Fatalf("the isolated primary never stopped its storage itself: %+v", events)
+	}
+	if d := oldStop.Sub(cut); d > tm.Lease.D()-tm.Margin.D()+100*time.Millisecond {
+		t.Errorf("isolated primary stopped its storage %s after the cut (bound lease − margin = %s)", d, tm.Lease.D()-tm.Margin.D())
+	}
+	if newStart == 0 || newStart < oldStop {
+		t.Fatalf("new primary started at %v, old stopped at %v", newStart, oldStop)
+	}
+	t.Logf("old stopped its storage %s after the cut; new started it %s after the cut",
+		oldStop.Sub(cut).Round(time.Millisecond), newStart.Sub(cut).Round(time.Millisecond))
 }

@@ -43,6 +43,9 @@ type MembershipOptions struct {
 	Peers   []Peer
 	KeyFile string // base64 AES key; "" = unencrypted
 	Logger  *slog.Logger
+	// Transport replaces memberlist's UDP/TCP transport (in-process tests
+	// wrap the real one to cut links).
+	Transport memberlist.Transport
 	// Handler answers forwarded requests (see Call). It runs on its own
 	// goroutine per request.
 	Handler func(ctx context.Context, from, method string, body []byte) ([]byte, error)
@@ -110,6 +113,9 @@ func JoinMembership(o MembershipOptions, initial Meta) (*Membership, error) {
 	c.ProbeTimeout = 250 * time.Millisecond
 	c.GossipInterval = 100 * time.Millisecond
 	c.SuspicionMult = 3
+	if o.Transport != nil {
+		c.Transport = o.Transport
+	}
 	if o.KeyFile != "" {
 		key, err := readGossipKey(o.KeyFile)
 		if err != nil {
