@@ -2,15 +2,20 @@ package daemon_test
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/fenced/fenced/agents/pdu/pdutest"
 	"github.com/fenced/fenced/daemon"
+	"github.com/fenced/fenced/daemon/config"
 	"github.com/fenced/fenced/daemon/devcluster"
+	"github.com/fenced/fenced/daemon/storage/tokenstore"
 	"github.com/fenced/fenced/stonith"
 )
 
@@ -153,5 +158,79 @@ func TestManualFenceAndConfirm(t *testing.T) {
 	}
 	if q, _, err := c.Primary(ctxT(t, 10*time.Second)); err != nil || q != p {
 		t.Fatalf("primary changed after fencing a secondary: %v %v", q, err)
+	}
+}
+
+// TestTakeoverThroughPDULevel (issue 6, acceptance 5): the old primary's
+// level 1 is its IPMI BMC, which is dead; level 2 is two PDU outlets
+// (dual PSU, two snmpsim PDUs). The takeover completes through level 2,
+// with both outlets read back off, and the storage moves.
+func TestTakeoverThroughPDULevel(t *testing.T) {
+	pduA := pdutest.Start(t, pdutest.Options{DataDir: "../agents/pdu/testdata/apc"})
+	pduB := pdutest.Start(t, pdutest.Options{DataDir: "../agents/pdu/testdata/apc"})
+	c, err := devcluster.New(devcluster.Options{Nodes: 3, Dir: t.TempDir(), Bin: fencedBin, Timing: testTiming, BMC: true, Store: true,
+		Configure: func(cfg *config.Config) {
+			for name, d := range cfg.Devices {
+				d.Params["power_timeout"] = "1"
+				d.Timeout = config.Duration(1500 * time.Millisecond)
+				cfg.Devices[name] = d
+			}
+			for i, pdu := range []*pdutest.Sim{pduA, pduB} {
+				cfg.Devices[fmt.Sprintf("pdu-%c", 'a'+i)] = config.Device{Agent: "pdu", Params: map[string]string{
+					"ip": pdu.Host, "ipport": strconv.Itoa(pdu.Port), "snmp_version": "2c", "community": "private", "power_timeout": "5"}}
+			}
+			for i := range cfg.Nodes {
+				plug := strconv.Itoa(i + 1)
+				cfg.Nodes[i].Fence = append(cfg.Nodes[i].Fence, config.Level{Devices: []config.DeviceRef{
+					{Device: "pdu-a", Plug: plug}, {Device: "pdu-b", Plug: plug}}})
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.Close()
+		entries, _ := c.StoreEntries()
+		if err := tokenstore.Check(entries); err != nil {
+			t.Errorf("STORAGE SAFETY: %v", err)
+		}
+	})
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p, e1, err := c.Primary(ctxT(t, 20*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.BMCs[p.Index].SetSilent(true)
+	p.Kill() // the node loses power together with its BMC
+	q, e2, err := c.Primary(ctxT(t, 30*time.Second), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitWrites(t, c, q.Name, e2, 10*time.Second)
+	if e2 <= e1 {
+		t.Fatalf("epoch %d not above %d", e2, e1)
+	}
+	var rec *stonith.Record
+	for _, r := range history(t, q, p.Name) {
+		if r.Kind == stonith.KindFence && r.Outcome == stonith.OutcomeSuccess {
+			rec = &r
+		}
+	}
+	if rec == nil {
+		t.Fatal("no successful fence recorded")
+	}
+	level2 := map[string]string{}
+	for _, a := range rec.Attempts {
+		if a.Level == 1 && a.Result == stonith.ResultSuccess {
+			t.Errorf("dead BMC reported success: %+v", a)
+		}
+		if a.Level == 2 && a.Result == stonith.ResultSuccess {
+			level2[a.Device] = a.ReadBack
+		}
+	}
+	if level2["pdu-a"] != "off" || level2["pdu-b"] != "off" {
+		t.Fatalf("level 2 did not confirm both outlets off: %v (attempts %+v)", level2, rec.Attempts)
 	}
 }
