@@ -393,7 +393,9 @@ func (e *Engine) try(ctx context.Context, a agents.Agent, t Target, action strin
 	}
 	if err == nil {
 		var st agents.State
+		rb := time.Now()
 		st, err = a.Status(tctx)
+		res.ReadBackDuration = time.Since(rb)
 		switch {
 		case err != nil:
 			// The action reported success, our own read-back did not

@@ -49,7 +49,9 @@ type Attempt struct {
 	Try      int           `json:"try"`                // 1-based
 	Result   string        `json:"result"`             // success, failed, unknown
 	ReadBack string        `json:"readBack,omitempty"` // state read back: off, on, unknown
-	Duration time.Duration `json:"durationNs"`
-	Error    string        `json:"error,omitempty"`
-	Stderr   string        `json:"stderr,omitempty"` // plugin agents, secrets scrubbed
+	Duration time.Duration `json:"durationNs"`         // the action and the read-back
+	// ReadBackDuration is the engine's own status query after the action.
+	ReadBackDuration time.Duration `json:"readBackNs,omitempty"`
+	Error            string        `json:"error,omitempty"`
+	Stderr           string        `json:"stderr,omitempty"` // plugin agents, secrets scrubbed
 }
