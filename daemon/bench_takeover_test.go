@@ -1,0 +1,242 @@
+package daemon_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fenced/fenced/daemon/config"
+	"github.com/fenced/fenced/daemon/devcluster"
+	"github.com/fenced/fenced/stonith"
+)
+
+// BenchmarkTakeover measures primary SIGKILL → storage started on the new
+// primary, split into phases, over b.N failovers on 3 nodes with simulated
+// IPMI BMCs and the token-checking storage:
+//
+//	detect  kill → the winner's raft election timeout fires
+//	elect   → epoch granted to the winner
+//	prepare → fence request committed (and the old lease bounded)
+//	fence   → power-off command done (the agent polls until off)
+//	confirm → the engine's own read-back of the power state
+//	mount   → storage started, primary acting
+//
+//	go test ./daemon -run '^$' -bench Takeover -benchtime 20x
+func BenchmarkTakeover(b *testing.B) {
+	ms := func(n int) config.Duration { return config.Duration(time.Duration(n) * time.Millisecond) }
+	for _, tc := range []struct {
+		name   string
+		timing config.Timing
+	}{
+		{"lease=1s", config.Timing{Heartbeat: ms(100), Lease: ms(1000), Margin: ms(100), Grace: ms(500), FenceTimeout: ms(5000)}},
+		{"defaults", config.Timing{}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			c, err := devcluster.New(devcluster.Options{Nodes: 3, Dir: b.TempDir(), Bin: fencedBin, Timing: tc.timing, BMC: true, Store: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			if err := c.Start(); err != nil {
+				b.Fatal(err)
+			}
+			phases := map[string][]time.Duration{}
+			order := []string{"detect", "elect", "prepare", "fence", "confirm", "mount", "total"}
+			for b.Loop() {
+				ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+				p, e1, err := c.Primary(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := c.WaitWrite(ctx, p.Name, e1); err != nil {
+					b.Fatal(err)
+				}
+				time.Sleep(time.Second)
+				kill := time.Now()
+				p.Signal(syscall.SIGKILL)
+				q, e2, err := c.Primary(ctx, p)
+				if err != nil {
+					b.Fatal(err)
+				}
+				ph, err := takeoverPhases(ctx, q, p.Name, e2, kill)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for k, v := range ph {
+					phases[k] = append(phases[k], v)
+				}
+				// Power the old primary back on; it rejoins as a secondary.
+				c.BMCs[p.Index].SetPower(true)
+				if err := p.Start(); err != nil {
+					b.Fatal(err)
+				}
+				for ctx.Err() == nil {
+					if st, err := p.Status(ctx); err == nil && st.Self.KnownEpoch >= e2 {
+						break
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+				cancel()
+			}
+			var summary []string
+			for _, k := range order {
+				v := phases[k]
+				slices.Sort(v)
+				p50, p99 := v[len(v)/2], v[(len(v)*99+99)/100-1]
+				b.ReportMetric(float64(p50.Microseconds())/1000, k+"-p50-ms")
+				b.ReportMetric(float64(p99.Microseconds())/1000, k+"-p99-ms")
+				summary = append(summary, fmt.Sprintf("%s p50 %s p99 %s", k, p50.Round(time.Millisecond), p99.Round(time.Millisecond)))
+			}
+			b.Logf("%s, %d failovers: %s", tc.name, len(phases["total"]), strings.Join(summary, "; "))
+		})
+	}
+}
+
+var reLogTime = regexp.MustCompile(`^time=(\S+) `)
+
+// logTimes returns the times of q's log lines containing every needle,
+// after since.
+func logTimes(path string, since time.Time, needles ...string) []time.Time {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []time.Time
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		ok := true
+		for _, n := range needles {
+			if !strings.Contains(line, n) {
+				ok = false
+			}
+		}
+		if !ok {
+			continue
+		}
+		m := reLogTime.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339Nano, m[1])
+		if err == nil && t.After(since) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func takeoverPhases(ctx context.Context, q *devcluster.Node, old string, epoch uint64, kill time.Time) (map[string]time.Duration, error) {
+	var acting []time.Time
+	for ctx.Err() == nil {
+		if acting = logTimes(q.Log, kill, "primary: acting", "epoch="+strconv.FormatUint(epoch, 10)); len(acting) > 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	elected := logTimes(q.Log, kill, "elected: epoch granted", "epoch="+strconv.FormatUint(epoch, 10))
+	detected := logTimes(q.Log, kill, "starting election")
+	if len(acting) == 0 || len(elected) == 0 || len(detected) == 0 {
+		return nil, fmt.Errorf("%s's log lacks the takeover lines (acting %d, elected %d, election %d)", q.Name, len(acting), len(elected), len(detected))
+	}
+	h, err := historyOf(ctx, q, old)
+	if err != nil {
+		return nil, err
+	}
+	var rec *stonith.Record
+	for i := range h {
+		if h[i].Kind == stonith.KindFence && h[i].Epoch == epoch && h[i].Outcome == stonith.OutcomeSuccess {
+			rec = &h[i]
+		}
+	}
+	if rec == nil || len(rec.Attempts) == 0 {
+		return nil, fmt.Errorf("no successful fence of %s at epoch %d", old, epoch)
+	}
+	at := rec.Attempts[len(rec.Attempts)-1]
+	detect := detected[len(detected)-1].Sub(kill)
+	elect := elected[0].Sub(detected[len(detected)-1])
+	total := acting[0].Sub(kill)
+	return map[string]time.Duration{
+		"detect":  detect,
+		"elect":   elect,
+		"prepare": rec.Started.Sub(elected[0]),
+		"fence":   at.Duration - at.ReadBackDuration,
+		"confirm": at.ReadBackDuration,
+		"mount":   acting[0].Sub(rec.Finished),
+		"total":   total,
+	}, nil
+}
+
+// BenchmarkNoFalsePositives runs an idle 3-node cluster with default
+// timings while another process saturates a core, and reports the
+// failovers and fences seen (there should be none).
+// FENCED_SOAK_SECONDS sets the duration (default 600).
+func BenchmarkNoFalsePositives(b *testing.B) {
+	secs := 600
+	if s, err := strconv.Atoi(os.Getenv("FENCED_SOAK_SECONDS")); err == nil {
+		secs = s
+	}
+	for b.Loop() {
+		c, err := devcluster.New(devcluster.Options{Nodes: 3, Dir: b.TempDir(), Bin: fencedBin, BMC: true, Store: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := c.Start(); err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		p, e1, err := c.Primary(ctx)
+		cancel()
+		if err != nil {
+			b.Fatal(err)
+		}
+		stress := exec.Command("stress-ng", "--cpu", "1", "--timeout", strconv.Itoa(secs)+"s", "--quiet")
+		if err := stress.Start(); err != nil {
+			b.Fatalf("stress-ng: %v", err)
+		}
+		time.Sleep(time.Duration(secs) * time.Second)
+		stress.Process.Kill()
+		stress.Wait()
+		st, err := p.Status(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		fences := 0
+		h, _ := historyOf(context.Background(), p, "")
+		for _, r := range h {
+			if r.Kind == stonith.KindFence {
+				fences++
+			}
+		}
+		failovers := int(st.Primary.Epoch - e1)
+		b.ReportMetric(float64(failovers), "failovers")
+		b.ReportMetric(float64(fences), "fences")
+		b.Logf("%ds with a saturated core: %d failovers (epoch %d → %d, primary %s → %s), %d fences", secs, failovers, e1, st.Primary.Epoch, p.Name, st.Primary.Node, fences)
+		c.Close()
+	}
+}
+
+func historyOf(ctx context.Context, n *devcluster.Node, node string) ([]stonith.Record, error) {
+	cl := n.Client()
+	defer cl.Close()
+	var h struct {
+		Records []stonith.Record `json:"records"`
+	}
+	q := map[string][]string{}
+	if node != "" {
+		q["node"] = []string{node}
+	}
+	err := cl.Do(ctx, "GET", "/v1/history", q, nil, &h)
+	return h.Records, err
+}
