@@ -27,6 +27,9 @@ func newStorageCluster(t *testing.T, configure func(*config.Config)) *devcluster
 	}
 	t.Cleanup(func() {
 		c.Close()
+		if leaks := c.LeakedSecrets(); len(leaks) > 0 {
+			t.Errorf("BMC password found in logs: %v", leaks)
+		}
 		entries, _ := c.StoreEntries()
 		if err := tokenstore.Check(entries); err != nil {
 			t.Errorf("STORAGE SAFETY: %v", err)

@@ -27,6 +27,9 @@ func newBMCCluster(t *testing.T, n int) *devcluster.Cluster {
 	}
 	t.Cleanup(func() {
 		c.Close()
+		if leaks := c.LeakedSecrets(); len(leaks) > 0 {
+			t.Errorf("BMC password found in logs: %v", leaks)
+		}
 		if t.Failed() {
 			for _, nd := range c.Nodes {
 				b, _ := os.ReadFile(nd.Log)
@@ -190,6 +193,9 @@ func TestTakeoverThroughPDULevel(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		c.Close()
+		if leaks := c.LeakedSecrets(); len(leaks) > 0 {
+			t.Errorf("BMC password found in logs: %v", leaks)
+		}
 		entries, _ := c.StoreEntries()
 		if err := tokenstore.Check(entries); err != nil {
 			t.Errorf("STORAGE SAFETY: %v", err)

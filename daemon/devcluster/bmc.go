@@ -10,16 +10,16 @@ import (
 	"github.com/fenced/fenced/daemon/config"
 )
 
-// bmcPassword is the simulated BMCs' password; it lives in a file the
+// BMCPassword is the simulated BMCs' password; it lives in a file the
 // nodes read (password_file), never on a command line.
-const bmcPassword = "fence-demo-secret"
+const BMCPassword = "fence-demo-secret"
 
 // startBMCs gives every node a simulated IPMI BMC (go-ipmi's reference BMC
 // on loopback) whose power-off kills the node's whole process group and
 // whose power-on starts it again, and fences each node through its BMC.
 func (c *Cluster) startBMCs(cfg *config.Config) error {
 	pwFile := filepath.Join(c.Opts.Dir, "bmc-password")
-	if err := os.WriteFile(pwFile, []byte(bmcPassword+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(pwFile, []byte(BMCPassword+"\n"), 0o600); err != nil {
 		return err
 	}
 	if cfg.Devices == nil {
@@ -27,7 +27,7 @@ func (c *Cluster) startBMCs(cfg *config.Config) error {
 	}
 	for i := range cfg.Nodes {
 		b, err := ipmisim.StartBMC(ipmisim.BMCConfig{
-			Password:   bmcPassword,
+			Password:   BMCPassword,
 			PoweredOn:  true,
 			OnPowerOff: func() error { c.Nodes[i].Kill(); return nil },
 			OnPowerOn:  func() error { return c.Nodes[i].Start() },

@@ -215,6 +215,18 @@ func (c *Cluster) Start() error {
 	return nil
 }
 
+// LeakedSecrets returns the node logs that contain the simulated BMCs'
+// password: there must be none.
+func (c *Cluster) LeakedSecrets() []string {
+	var leaks []string
+	for _, n := range c.Nodes {
+		if b, err := os.ReadFile(n.Log); err == nil && strings.Contains(string(b), BMCPassword) {
+			leaks = append(leaks, n.Log)
+		}
+	}
+	return leaks
+}
+
 // Close kills every node still running and stops the simulated BMCs.
 func (c *Cluster) Close() {
 	c.closeBMCs()
