@@ -3,6 +3,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo 0.1.0-dev)
 LDFLAGS := -X github.com/fenced/fenced/daemon.Version=$(VERSION)
 TEST_TIMEOUT ?= 25m
+DIST    ?= dist
 
 .PHONY: all build demo test test-deps unit package clean
 
@@ -30,8 +31,9 @@ test-deps:
 unit:
 	$(GO) test -count=1 -short ./...
 
+# .deb and .rpm into $(DIST) (nfpm through the Go module proxy).
 package:
-	./packaging/build.sh $(VERSION)
+	./packaging/build.sh $(VERSION) $(DIST)
 
 clean:
 	rm -rf bin dist
