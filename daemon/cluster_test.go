@@ -14,6 +14,7 @@ import (
 
 	"github.com/fenced/fenced/daemon/config"
 	"github.com/fenced/fenced/daemon/devcluster"
+	"github.com/fenced/fenced/daemon/storage/tokenstore"
 )
 
 var fencedBin string
@@ -39,18 +40,44 @@ func ms(n int) config.Duration { return config.Duration(time.Duration(n) * time.
 // testTiming keeps tests fast while tolerating a loaded 2-core CI machine.
 var testTiming = config.Timing{Heartbeat: ms(150), Lease: ms(1500), Margin: ms(150), Grace: ms(1000), FenceTimeout: ms(5000)}
 
-func newCluster(t *testing.T, n int, configure func(*config.Config)) *devcluster.Cluster {
+// startCluster starts a cluster of real fenced processes (Dir, Bin and
+// Timing default to the test's), and on cleanup kills it, checks that no
+// BMC password reached a log and that the storage log is safe, and shows
+// the logs of a failed test.
+func startCluster(t *testing.T, o devcluster.Options) *devcluster.Cluster {
 	t.Helper()
-	c, err := devcluster.New(devcluster.Options{Nodes: n, Dir: t.TempDir(), Bin: fencedBin, Timing: testTiming, Configure: configure})
+	if o.Dir == "" {
+		o.Dir = t.TempDir()
+	}
+	if o.Bin == "" {
+		o.Bin = fencedBin
+	}
+	if o.Timing == (config.Timing{}) {
+		o.Timing = testTiming
+	}
+	c, err := devcluster.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		c.Close()
+		if leaks := c.LeakedSecrets(); len(leaks) > 0 {
+			t.Errorf("BMC password found in logs: %v", leaks)
+		}
+		var entries []tokenstore.Entry
+		if o.Store {
+			entries, _ = c.StoreEntries()
+			if err := tokenstore.Check(entries); err != nil {
+				t.Errorf("STORAGE SAFETY: %v", err)
+			}
+		}
 		if t.Failed() {
 			for _, nd := range c.Nodes {
 				b, _ := os.ReadFile(nd.Log)
 				t.Logf("---- %s log (last 3000 bytes) ----\n%s", nd.Name, tail(string(b), 3000))
+			}
+			for _, tn := range tokenstore.Tenures(entries) {
+				t.Logf("tenure %+v", tn)
 			}
 		}
 	})
@@ -58,6 +85,10 @@ func newCluster(t *testing.T, n int, configure func(*config.Config)) *devcluster
 		t.Fatal(err)
 	}
 	return c
+}
+
+func newCluster(t *testing.T, n int, configure func(*config.Config)) *devcluster.Cluster {
+	return startCluster(t, devcluster.Options{Nodes: n, Configure: configure})
 }
 
 func tail(s string, n int) string {

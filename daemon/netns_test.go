@@ -27,23 +27,7 @@ func TestPartitionNetns(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(ns.Close)
-	c, err := devcluster.New(devcluster.Options{Nodes: 3, Dir: t.TempDir(), Bin: fencedBin, Timing: testTiming,
-		Hosts: ns.Hosts, Wrap: ns.Wrap})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c.Close()
-		if t.Failed() {
-			for _, nd := range c.Nodes {
-				b, _ := os.ReadFile(nd.Log)
-				t.Logf("---- %s ----\n%s", nd.Name, tail(string(b), 2500))
-			}
-		}
-	})
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
+	c := startCluster(t, devcluster.Options{Nodes: 3, Hosts: ns.Hosts, Wrap: ns.Wrap})
 	watchSafety(t, c)
 	old, e1, err := c.Primary(ctxT(t, 30*time.Second))
 	if err != nil {

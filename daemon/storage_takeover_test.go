@@ -3,7 +3,6 @@ package daemon_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,35 +18,7 @@ import (
 // newStorageCluster: 3 nodes, each with a simulated BMC, storage = a writer
 // to the token-checking store.
 func newStorageCluster(t *testing.T, configure func(*config.Config)) *devcluster.Cluster {
-	t.Helper()
-	c, err := devcluster.New(devcluster.Options{Nodes: 3, Dir: t.TempDir(), Bin: fencedBin, Timing: testTiming,
-		BMC: true, Store: true, Configure: configure})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c.Close()
-		if leaks := c.LeakedSecrets(); len(leaks) > 0 {
-			t.Errorf("BMC password found in logs: %v", leaks)
-		}
-		entries, _ := c.StoreEntries()
-		if err := tokenstore.Check(entries); err != nil {
-			t.Errorf("STORAGE SAFETY: %v", err)
-		}
-		if t.Failed() {
-			for _, nd := range c.Nodes {
-				b, _ := os.ReadFile(nd.Log)
-				t.Logf("---- %s ----\n%s", nd.Name, tail(string(b), 3000))
-			}
-			for _, tn := range tokenstore.Tenures(entries) {
-				t.Logf("tenure %+v", tn)
-			}
-		}
-	})
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return startCluster(t, devcluster.Options{Nodes: 3, BMC: true, Store: true, Configure: configure})
 }
 
 // waitWrites waits until node has a write accepted under epoch.

@@ -161,15 +161,8 @@ func TestMetricsDuringFence(t *testing.T) {
 		}
 		addrs[i] = "127.0.0.1:" + strconv.Itoa(p)
 	}
-	c, err := devcluster.New(devcluster.Options{Nodes: 3, Dir: t.TempDir(), Bin: fencedBin, Timing: testTiming, BMC: true,
+	c := startCluster(t, devcluster.Options{Nodes: 3, BMC: true,
 		NodeConfig: func(i int, cfg *config.Config) { cfg.Metrics.Listen = addrs[i] }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
 	p, _, err := c.Primary(ctxT(t, 20*time.Second))
 	if err != nil {
 		t.Fatal(err)

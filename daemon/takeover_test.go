@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,32 +14,11 @@ import (
 	"github.com/fenced/fenced/daemon"
 	"github.com/fenced/fenced/daemon/config"
 	"github.com/fenced/fenced/daemon/devcluster"
-	"github.com/fenced/fenced/daemon/storage/tokenstore"
 	"github.com/fenced/fenced/stonith"
 )
 
 func newBMCCluster(t *testing.T, n int) *devcluster.Cluster {
-	t.Helper()
-	c, err := devcluster.New(devcluster.Options{Nodes: n, Dir: t.TempDir(), Bin: fencedBin, Timing: testTiming, BMC: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c.Close()
-		if leaks := c.LeakedSecrets(); len(leaks) > 0 {
-			t.Errorf("BMC password found in logs: %v", leaks)
-		}
-		if t.Failed() {
-			for _, nd := range c.Nodes {
-				b, _ := os.ReadFile(nd.Log)
-				t.Logf("---- %s ----\n%s", nd.Name, tail(string(b), 3000))
-			}
-		}
-	})
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return startCluster(t, devcluster.Options{Nodes: n, BMC: true})
 }
 
 func history(t *testing.T, n *devcluster.Node, node string) []stonith.Record {
@@ -171,39 +149,22 @@ func TestManualFenceAndConfirm(t *testing.T) {
 func TestTakeoverThroughPDULevel(t *testing.T) {
 	pduA := pdutest.Start(t, pdutest.Options{DataDir: "../agents/pdu/testdata/apc"})
 	pduB := pdutest.Start(t, pdutest.Options{DataDir: "../agents/pdu/testdata/apc"})
-	c, err := devcluster.New(devcluster.Options{Nodes: 3, Dir: t.TempDir(), Bin: fencedBin, Timing: testTiming, BMC: true, Store: true,
-		Configure: func(cfg *config.Config) {
-			for name, d := range cfg.Devices {
-				d.Params["power_timeout"] = "1"
-				d.Timeout = config.Duration(1500 * time.Millisecond)
-				cfg.Devices[name] = d
-			}
-			for i, pdu := range []*pdutest.Sim{pduA, pduB} {
-				cfg.Devices[fmt.Sprintf("pdu-%c", 'a'+i)] = config.Device{Agent: "pdu", Params: map[string]string{
-					"ip": pdu.Host, "ipport": strconv.Itoa(pdu.Port), "snmp_version": "2c", "community": "private", "power_timeout": "5"}}
-			}
-			for i := range cfg.Nodes {
-				plug := strconv.Itoa(i + 1)
-				cfg.Nodes[i].Fence = append(cfg.Nodes[i].Fence, config.Level{Devices: []config.DeviceRef{
-					{Device: "pdu-a", Plug: plug}, {Device: "pdu-b", Plug: plug}}})
-			}
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c.Close()
-		if leaks := c.LeakedSecrets(); len(leaks) > 0 {
-			t.Errorf("BMC password found in logs: %v", leaks)
+	c := newStorageCluster(t, func(cfg *config.Config) {
+		for name, d := range cfg.Devices {
+			d.Params["power_timeout"] = "1"
+			d.Timeout = config.Duration(1500 * time.Millisecond)
+			cfg.Devices[name] = d
 		}
-		entries, _ := c.StoreEntries()
-		if err := tokenstore.Check(entries); err != nil {
-			t.Errorf("STORAGE SAFETY: %v", err)
+		for i, pdu := range []*pdutest.Sim{pduA, pduB} {
+			cfg.Devices[fmt.Sprintf("pdu-%c", 'a'+i)] = config.Device{Agent: "pdu", Params: map[string]string{
+				"ip": pdu.Host, "ipport": strconv.Itoa(pdu.Port), "snmp_version": "2c", "community": "private", "power_timeout": "5"}}
+		}
+		for i := range cfg.Nodes {
+			plug := strconv.Itoa(i + 1)
+			cfg.Nodes[i].Fence = append(cfg.Nodes[i].Fence, config.Level{Devices: []config.DeviceRef{
+				{Device: "pdu-a", Plug: plug}, {Device: "pdu-b", Plug: plug}}})
 		}
 	})
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
 	p, e1, err := c.Primary(ctxT(t, 20*time.Second))
 	if err != nil {
 		t.Fatal(err)
