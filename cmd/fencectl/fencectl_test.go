@@ -1,0 +1,131 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fenced/fenced/daemon/config"
+	"github.com/fenced/fenced/daemon/devcluster"
+)
+
+var fencedBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "fencectl-test-")
+	if err != nil {
+		panic(err)
+	}
+	fencedBin = filepath.Join(dir, "fenced")
+	if out, err := exec.Command("go", "build", "-o", fencedBin, "../fenced").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build fenced: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func ctl(args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	code := Run(context.Background(), args, strings.NewReader(""), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestUsageErrors(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "none.sock")
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--socket", sock, "status"}, exitNoDaemon, "fenced is not running"},
+		{[]string{"--socket", sock, "fence", "node1"}, exitNotConfirmed, "add --yes"},
+		{[]string{"--socket", sock, "confirm", "node1"}, exitNotConfirmed, "add --yes"},
+		{[]string{"--socket", sock, "-o", "yaml", "status"}, exitUsage, `--output "yaml"`},
+		{[]string{"fence"}, exitUsage, "accepts 1 arg"},
+		{[]string{"bogus"}, exitUsage, "unknown command"},
+	}
+	for _, tc := range cases {
+		code, _, stderr := ctl(tc.args...)
+		if code != tc.code || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d (want %d), stderr %q (want %q)", tc.args, code, tc.code, stderr, tc.want)
+		}
+	}
+}
+
+// TestAgainstCluster drives fencectl against a real 3-node cluster with
+// simulated BMCs: status (table and JSON), device list and status, fence,
+// history.
+func TestAgainstCluster(t *testing.T) {
+	ms := func(n int) config.Duration { return config.Duration(time.Duration(n) * time.Millisecond) }
+	c, err := devcluster.New(devcluster.Options{Nodes: 3, Dir: t.TempDir(), Bin: fencedBin, BMC: true,
+		Timing: config.Timing{Heartbeat: ms(150), Lease: ms(1500), Margin: ms(150), Grace: ms(1000), FenceTimeout: ms(5000)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	p, epoch, err := c.Primary(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var other = c.Nodes[(p.Index+1)%3]
+	victim := c.Nodes[(p.Index+2)%3]
+
+	code, out, stderr := ctl("--socket", other.Socket, "status")
+	if code != 0 {
+		t.Fatalf("status: %d %s", code, stderr)
+	}
+	for _, want := range []string{"Quorum:   yes — 3 of 3 configured nodes seen, 2 needed", fmt.Sprintf("Primary:  %s, epoch %d", p.Name, epoch), "NODE", "LAST CONTACT"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+	code, out, _ = ctl("--socket", other.Socket, "-o", "json", "status")
+	var st struct {
+		SchemaVersion int `json:"schemaVersion"`
+		Primary       struct {
+			Node  string `json:"node"`
+			Epoch uint64 `json:"epoch"`
+		} `json:"primary"`
+		Nodes []struct {
+			Name   string `json:"name"`
+			Gossip string `json:"gossip"`
+		} `json:"nodes"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.SchemaVersion != 1 || st.Primary.Node != p.Name || len(st.Nodes) != 3 {
+		t.Fatalf("json status: %d %+v\n%s", code, st, out)
+	}
+	code, out, _ = ctl("--socket", other.Socket, "device", "list")
+	if code != 0 || !strings.Contains(out, victim.Name+"-bmc") || !strings.Contains(out, victim.Name+" (level 1)") {
+		t.Errorf("device list: %d\n%s", code, out)
+	}
+	code, out, _ = ctl("--socket", other.Socket, "device", "status", victim.Name+"-bmc")
+	if code != 0 || !strings.Contains(out, "monitor ok") || !strings.Contains(out, "on") {
+		t.Errorf("device status: %d\n%s", code, out)
+	}
+	code, out, stderr = ctl("--socket", other.Socket, "fence", victim.Name, "--yes", "--reason", "ctl-test")
+	if code != 0 || !strings.Contains(out, "SUCCESS") {
+		t.Fatalf("fence: %d\n%s%s", code, out, stderr)
+	}
+	code, out, _ = ctl("--socket", other.Socket, "history", victim.Name, "-v")
+	if code != 0 || !strings.Contains(out, "ctl-test") || !strings.Contains(out, "read back off") {
+		t.Errorf("history: %d\n%s", code, out)
+	}
+	code, _, stderr = ctl("--socket", other.Socket, "fence", "nosuchnode", "--yes")
+	if code != exitFailure || !strings.Contains(stderr, `unknown node "nosuchnode"`) {
+		t.Errorf("fence of an unknown node: %d %s", code, stderr)
+	}
+}
