@@ -36,6 +36,7 @@ for cmd in fenced fencectl; do
 done
 gzip -9n "$STAGE"/man/*.1
 
+# One build per DIST: older fenced packages there are replaced.
 rm -f "$dist"/fenced_*.deb "$dist"/fenced-*.rpm
 for packager in deb rpm; do
   (cd "$here" && "$GO" run "$NFPM" package --config nfpm.yaml --packager "$packager" --target "$dist/")
