@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/fenced/fenced/quorum"
@@ -93,13 +94,17 @@ func (d *Daemon) lead(ctx context.Context) {
 	}()
 
 	reason := ""
+	storageFailed := false
 	if err := d.takeover(tctx, log, grant, granted); err != nil {
 		reason = "takeover: " + err.Error()
-	} else if reason = d.startResource(tctx, grant); reason == "" {
+	} else if reason = d.startResource(tctx, grant); reason != "" {
+		storageFailed = true
+	} else {
 		d.role.Store(RolePrimary)
 		log.Info("primary: acting", "since_grant", quorum.Since(granted).Round(time.Millisecond))
 		d.SetMetaNow()
 		reason = d.serve(tctx, lost)
+		storageFailed = strings.HasPrefix(reason, reasonMonitor)
 	}
 	if cause := context.Cause(tctx); errors.Is(cause, errHandoff) {
 		reason = "graceful handover"
@@ -112,10 +117,18 @@ func (d *Daemon) lead(ctx context.Context) {
 	d.handoffMu.Unlock()
 	d.demote(log, grant.Epoch, reason)
 	standby := d.raft.FSM().State().Standby[d.self]
-	if (to != nil || standby) && d.raft.IsLeader() && !d.stopping.Load() {
+	if (to != nil || standby || storageFailed) && d.raft.IsLeader() && !d.stopping.Load() {
+		// The storage failed here, or the admin asked: after the clean
+		// release, let another node take over (no fence needed).
 		d.transfer(to)
+		if storageFailed {
+			sleepCtx(ctx, t.Lease.D())
+		}
 	}
 }
+
+// reasonMonitor starts the demotion reason of a failed storage monitor.
+const reasonMonitor = "storage monitor failed"
 
 var errHandoff = errors.New("graceful handover requested")
 
@@ -234,6 +247,7 @@ func (d *Daemon) takeover(ctx context.Context, log interface {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		changed := d.raft.FSM().Changed() // before reading the state: no missed change
 		st := d.raft.FSM().State()
 		if st.Epoch != grant.Epoch || st.Holder != d.self {
 			return fmt.Errorf("epoch %d superseded by %s at %d", grant.Epoch, st.Holder, st.Epoch)
@@ -284,7 +298,7 @@ func (d *Daemon) takeover(ctx context.Context, log interface {
 		}
 		select {
 		case <-ctx.Done():
-		case <-d.raft.FSM().Changed():
+		case <-changed:
 		case <-time.After(d.checkInterval()):
 		}
 	}
@@ -328,15 +342,18 @@ func (d *Daemon) serve(ctx context.Context, lost <-chan string) string {
 	mon := time.NewTicker(interval)
 	defer mon.Stop()
 	for {
+		// Take the change signal before reading the state, so a change
+		// made in between is not missed.
+		changed := d.raft.FSM().Changed()
+		if d.raft.FSM().State().Standby[d.self] {
+			return "standby requested"
+		}
 		select {
 		case <-ctx.Done():
 			return "shutting down"
 		case why := <-lost:
 			return why
-		case <-d.raft.FSM().Changed():
-			if d.raft.FSM().State().Standby[d.self] {
-				return "standby requested"
-			}
+		case <-changed:
 		case <-mon.C:
 			if d.opts.Resource == nil {
 				continue
@@ -345,7 +362,7 @@ func (d *Daemon) serve(ctx context.Context, lost <-chan string) string {
 			err := d.opts.Resource.Monitor(mctx)
 			cancel()
 			if err != nil && ctx.Err() == nil {
-				return "storage monitor failed: " + err.Error()
+				return reasonMonitor + ": " + err.Error()
 			}
 		}
 	}
