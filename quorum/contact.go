@@ -37,18 +37,20 @@ func (q *Raft) trackContacts() {
 			now := Now()
 			_, id := q.r.LeaderWithID()
 			lc := q.r.LastContact()
-			t.mu.Lock()
-			if id != "" && !lc.IsZero() {
-				at := now - Mono(time.Since(lc))
-				if at > t.last[string(id)] {
-					t.last[string(id)] = at
-				}
+			var at Mono
+			if !lc.IsZero() {
+				at = now - Mono(time.Since(lc))
 			}
-			if t.prev != "" && t.prev != string(id) {
-				// The leader changed between two samples: contacts with
-				// the old one may have happened until now. Assume they did
-				// (the safe direction: a later contact means a longer wait).
-				t.last[t.prev] = now
+			t.mu.Lock()
+			if id != "" && at > t.last[string(id)] {
+				t.last[string(id)] = at
+			}
+			if t.prev != "" && t.prev != string(id) && at > t.last[t.prev] {
+				// The leader changed between two samples: the old one may
+				// have made contact after the previous sample. raft's last
+				// contact only moves forward, so it is at or after any such
+				// contact: a safe bound (exact when nothing else spoke).
+				t.last[t.prev] = at
 			}
 			t.prev = string(id)
 			t.mu.Unlock()
