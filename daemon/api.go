@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -177,6 +178,10 @@ func (d *Daemon) apiHandler() http.Handler {
 		writeJSON(w, http.StatusOK, h)
 	})
 	d.adminRoutes(mux)
+	// Profiles for diagnosing a slow or busy daemon, on the local socket only.
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	return mux
 }
 

@@ -309,7 +309,8 @@ func (d *Daemon) SetMetaNow() {
 }
 
 func (d *Daemon) metaLoop(ctx context.Context) {
-	t := time.NewTicker(250 * time.Millisecond)
+	// Role changes push the metadata themselves; this catches the rest.
+	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
 		d.SetMetaNow()

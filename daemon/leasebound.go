@@ -90,8 +90,8 @@ func (d *Daemon) leaseBound(ctx context.Context, old string) (quorum.Mono, bool)
 			bound = a.at
 		}
 		if got >= d.cfg.Majority() {
-			// Sampling slack: the tracker polls raft every few ms.
-			return bound.Add(2 * 5 * time.Millisecond), true
+			// A millisecond for the clock conversions.
+			return bound.Add(time.Millisecond), true
 		}
 	}
 	return 0, false

@@ -39,7 +39,7 @@ func (d *Daemon) notify(state string) {
 func (d *Daemon) lifecycle(ctx context.Context) {
 	ready := false
 	var lastStatus string
-	interval := 250 * time.Millisecond
+	interval := 500 * time.Millisecond
 	if w := d.opts.WatchdogInterval; w > 0 && w/4 < interval {
 		interval = w / 4
 	}

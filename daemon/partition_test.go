@@ -104,7 +104,7 @@ func newInprocWith(t *testing.T, n int, o inprocOptions) *inproc {
 		nc.API.Socket = filepath.Join(dir, nd.Name+".sock")
 		nc.DataDir = filepath.Join(dir, nd.Name)
 		opts := daemon.Options{
-			Logger:          slog.New(slog.DiscardHandler),
+			Logger:          testLogger(),
 			Raft:            quorum.RaftOptions{Transport: ip.trans[nd.Name], InMemory: true},
 			GossipTransport: ip.gossip[nd.Name],
 		}
@@ -390,4 +390,12 @@ func TestPartitionStorageInProcess(t *testing.T) {
 	}
 	t.Logf("old stopped its storage %s after the cut; new started it %s after the cut",
 		oldStop.Sub(cut).Round(time.Millisecond), newStart.Sub(cut).Round(time.Millisecond))
+}
+
+// testLogger discards daemon logs unless FENCED_TEST_LOG is set.
+func testLogger() *slog.Logger {
+	if os.Getenv("FENCED_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	return slog.New(slog.DiscardHandler)
 }

@@ -243,6 +243,7 @@ func (d *Daemon) takeover(ctx context.Context, log interface {
 	}
 	backoff := time.Second
 	var nextTry quorum.Mono
+	triedVanished := false
 	for {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -260,14 +261,18 @@ func (d *Daemon) takeover(ctx context.Context, log interface {
 		}
 		sort.Strings(pending)
 		leaseWait := st.LeaseOf != "" && st.LeaseOf != d.self && quorum.Now() < leaseEnd
-		if len(pending) == 0 && !leaseWait {
+		// A former primary that vanished without releasing is fenced too
+		// when it has fence devices, once per tenure, even if it never ran
+		// the storage: a node that disappears uncleanly is fenced, and a
+		// confirmed fence also ends the wait for its lease early. If that
+		// fence fails, its lease still runs out and the takeover goes on.
+		vanished := st.LeaseOf != "" && st.LeaseOf != d.self && !slices.Contains(pending, st.LeaseOf) &&
+			!triedVanished && d.opts.Fencer != nil && len(topology(d.cfg, st.LeaseOf)) > 0
+		if len(pending) == 0 && !leaseWait && !vanished {
 			return nil
 		}
-		// A former primary that vanished without releasing is fenced too
-		// when it has fence devices: a confirmed fence ends the wait for
-		// its lease early. If that fence fails, its lease still runs out.
 		targets := pending
-		if leaseWait && !slices.Contains(pending, st.LeaseOf) && len(topology(d.cfg, st.LeaseOf)) > 0 {
+		if vanished {
 			targets = append(targets, st.LeaseOf)
 		}
 		if len(targets) > 0 && quorum.Now() >= nextTry {
@@ -276,6 +281,7 @@ func (d *Daemon) takeover(ctx context.Context, log interface {
 				nextTry = quorum.Now().Add(time.Hour)
 			} else if d.opts.Fencer != nil {
 				d.setHolderState(grant.Epoch, quorum.HolderFencing, fmt.Sprintf("fencing %v", targets))
+				triedVanished = triedVanished || vanished
 				var errs []error
 				for _, n := range targets {
 					if err := d.opts.Fencer.Fence(ctx, n, fmt.Sprintf("takeover by %s at epoch %d", d.self, grant.Epoch), grant.Epoch); err != nil && slices.Contains(pending, n) {
@@ -289,9 +295,6 @@ func (d *Daemon) takeover(ctx context.Context, log interface {
 					d.setHolderState(grant.Epoch, quorum.HolderBlocked, why)
 					nextTry = quorum.Now().Add(backoff)
 					backoff = min(backoff*2, 30*time.Second)
-				} else {
-					// Optional fences are tried once per tenure.
-					nextTry = leaseEnd
 				}
 				continue
 			}

@@ -1,14 +1,18 @@
 package quorum
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/raft"
 )
 
 func TestChangedWakes(t *testing.T) {
 	f := NewFSM(10)
 	ch := f.Changed()
-	go apply(t, f, Command{Op: OpStandby, Node: "a", Flag: true})
+	data, _ := json.Marshal(Command{Op: OpStandby, Node: "a", Flag: true})
+	go f.Apply(&raft.Log{Data: data})
 	select {
 	case <-ch:
 	case <-time.After(time.Second):

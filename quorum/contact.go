@@ -18,8 +18,10 @@ type contactTracker struct {
 	done chan struct{}
 }
 
-// contactPoll is how often raft's leader and last-contact are sampled.
-const contactPoll = 5 * time.Millisecond
+// contactPoll is how often raft's leader and last-contact are sampled. The
+// period costs no precision (see sampleContact); it only has to be short
+// enough to see most leader changes one at a time.
+const contactPoll = 50 * time.Millisecond
 
 func (q *Raft) trackContacts() {
 	t := &contactTracker{last: map[string]Mono{}, stop: make(chan struct{}), done: make(chan struct{})}
@@ -34,33 +36,42 @@ func (q *Raft) trackContacts() {
 				return
 			case <-tick.C:
 			}
-			now := Now()
-			_, id := q.r.LeaderWithID()
-			lc := q.r.LastContact()
-			var at Mono
-			if !lc.IsZero() {
-				at = now - Mono(time.Since(lc))
-			}
-			t.mu.Lock()
-			if id != "" && at > t.last[string(id)] {
-				t.last[string(id)] = at
-			}
-			if t.prev != "" && t.prev != string(id) && at > t.last[t.prev] {
-				// The leader changed between two samples: the old one may
-				// have made contact after the previous sample. raft's last
-				// contact only moves forward, so it is at or after any such
-				// contact: a safe bound (exact when nothing else spoke).
-				t.last[t.prev] = at
-			}
-			t.prev = string(id)
-			t.mu.Unlock()
+			q.sampleContact()
 		}
 	}()
+}
+
+// sampleContact records raft's current leader and last contact.
+func (q *Raft) sampleContact() {
+	t := q.contacts
+	now := Now()
+	_, id := q.r.LeaderWithID()
+	lc := q.r.LastContact()
+	var at Mono
+	if !lc.IsZero() {
+		at = now - Mono(time.Since(lc))
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if id != "" && at > t.last[string(id)] {
+		t.last[string(id)] = at
+	}
+	if t.prev != "" && t.prev != string(id) && at > t.last[t.prev] {
+		// The leader changed between two samples: the old one may have
+		// made contact after the previous sample. raft's last contact only
+		// moves forward, so it is at or after any such contact: a safe
+		// bound (exact when nothing else spoke since).
+		t.last[t.prev] = at
+	}
+	t.prev = string(id)
 }
 
 // SinceContact reports how long ago this node last heard from leader, and
 // whether it heard from it at all since it started.
 func (q *Raft) SinceContact(leader string) (time.Duration, bool) {
+	// A fresh sample first: the answer must cover contacts made since the
+	// tracker last looked.
+	q.sampleContact()
 	t := q.contacts
 	t.mu.Lock()
 	defer t.mu.Unlock()

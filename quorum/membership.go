@@ -68,6 +68,7 @@ type Membership struct {
 	rtt     map[string]time.Duration
 	left    map[string]bool
 	pending map[uint64]chan rpcMsg
+	metaCh  chan struct{}
 }
 
 // JoinMembership binds the gossip address and starts joining the other
@@ -94,7 +95,7 @@ func JoinMembership(o MembershipOptions, initial Meta) (*Membership, error) {
 
 	m := &Membership{opts: o, log: log, stop: make(chan struct{}),
 		contact: map[string]time.Time{}, rtt: map[string]time.Duration{}, left: map[string]bool{},
-		pending: map[uint64]chan rpcMsg{}}
+		pending: map[uint64]chan rpcMsg{}, metaCh: make(chan struct{}, 1)}
 	m.meta.Store(&initial)
 
 	c := memberlist.DefaultLANConfig()
@@ -109,10 +110,13 @@ func JoinMembership(o MembershipOptions, initial Meta) (*Membership, error) {
 	c.LogOutput = logWriter{log: log.With("component", "gossip"), level: slog.LevelDebug}
 	// Faster than the LAN defaults: membership feeds status and
 	// forwarding; raft, not gossip, decides primacy.
-	c.ProbeInterval = 500 * time.Millisecond
-	c.ProbeTimeout = 250 * time.Millisecond
-	c.GossipInterval = 100 * time.Millisecond
+	c.ProbeInterval = time.Second
+	c.ProbeTimeout = 300 * time.Millisecond
+	c.GossipInterval = 500 * time.Millisecond
 	c.SuspicionMult = 3
+	// A few small messages per second between a handful of nodes:
+	// compressing them costs more CPU than it saves.
+	c.EnableCompression = false
 	if o.Transport != nil {
 		c.Transport = o.Transport
 	}
@@ -128,8 +132,9 @@ func JoinMembership(o MembershipOptions, initial Meta) (*Membership, error) {
 		return nil, fmt.Errorf("gossip address %s: %w", self.Gossip, err)
 	}
 	m.ml = ml
-	m.wg.Add(1)
+	m.wg.Add(2)
 	go m.joinLoop()
+	go m.pushMeta()
 	return m, nil
 }
 
@@ -179,15 +184,33 @@ func (m *Membership) joinLoop() {
 	}
 }
 
-// SetMeta changes what this node advertises and pushes it out.
+// SetMeta changes what this node advertises. It never blocks: the push to
+// the other nodes happens on the membership's own goroutine (callers are on
+// the demotion path, which must not wait for gossip).
 func (m *Membership) SetMeta(meta Meta) {
 	old := m.meta.Load()
 	if old != nil && *old == meta {
 		return
 	}
 	m.meta.Store(&meta)
-	if err := m.ml.UpdateNode(time.Second); err != nil {
-		m.log.Debug("gossip: update meta", "err", err)
+	select {
+	case m.metaCh <- struct{}{}:
+	default: // a push is already pending; it will carry this value
+	}
+}
+
+// pushMeta broadcasts this node's metadata whenever it changes.
+func (m *Membership) pushMeta() {
+	defer m.wg.Done()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-m.metaCh:
+		}
+		if err := m.ml.UpdateNode(time.Second); err != nil {
+			m.log.Debug("gossip: update meta", "err", err)
+		}
 	}
 }
 

@@ -50,13 +50,15 @@ type Raft struct {
 }
 
 // raftConfig derives raft's timings from the lease. Followers notice a dead
-// leader after HeartbeatTimeout (randomised up to twice that); a third of
-// the lease keeps detection well inside one lease without reacting to a
-// single slow heartbeat.
+// leader after HeartbeatTimeout (randomised up to twice that): half the
+// lease, so detection overlaps the successor's wait for the old lease
+// (which runs from the old primary's last contact, see daemon.leaseBound)
+// instead of adding to it, and a slow heartbeat or two is not a failure.
+// The leader heartbeats every tenth of it.
 func raftConfig(self string, lease time.Duration, log *slog.Logger) *raft.Config {
 	c := raft.DefaultConfig()
 	c.LocalID = raft.ServerID(self)
-	hb := lease / 3
+	hb := lease / 2
 	if hb < 100*time.Millisecond {
 		hb = 100 * time.Millisecond
 	}
@@ -65,7 +67,10 @@ func raftConfig(self string, lease time.Duration, log *slog.Logger) *raft.Config
 	// raft's own step-down; fenced's lease (daemon) is what guards safety,
 	// so this only needs to be as tolerant as the followers are.
 	c.LeaderLeaseTimeout = hb
-	c.CommitTimeout = 20 * time.Millisecond
+	// The leader's idle replication loop sends an AppendEntries every
+	// CommitTimeout to carry the commit index to followers: the main idle
+	// cost. Commits themselves are not delayed by it.
+	c.CommitTimeout = hb / 4
 	// Lease renewals append a barrier entry every heartbeat; snapshot often
 	// enough that the log stays small.
 	c.SnapshotThreshold = 2048

@@ -159,7 +159,7 @@ type History struct {
 func Default() *Config {
 	return &Config{
 		Timing: Timing{
-			Heartbeat:    Duration(250 * time.Millisecond),
+			Heartbeat:    Duration(time.Second),
 			Lease:        Duration(3 * time.Second),
 			Margin:       Duration(500 * time.Millisecond),
 			Grace:        Duration(2 * time.Second),
