@@ -166,7 +166,7 @@ func TestSelfFenceWhenStopHangs(t *testing.T) {
 type hangingResource struct{ hang atomic.Bool }
 
 func (r *hangingResource) Start(context.Context, uint64, string) error { return nil }
-func (r *hangingResource) Monitor(context.Context) error                 { return nil }
+func (r *hangingResource) Monitor(context.Context) error               { return nil }
 func (r *hangingResource) Stop(ctx context.Context) error {
 	if r.hang.Load() {
 		<-ctx.Done() // a stop that never finishes: the grace period ends it
