@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"sync"
 	"time"
 
@@ -38,9 +39,10 @@ func (d *Daemon) answerContact(body []byte) ([]byte, error) {
 // majority after s. Any majority of answers includes one of those nodes, F,
 // whose last contact with old is at or after s. F answers "elapsed e" at a
 // moment before we receive it at r, so s ≤ r − e. Taking the largest r − e
-// over a majority bounds s from above; old stops at s + lease − margin, and
-// we wait until bound + lease + margin. A node that has no record (it
-// restarted) counts as contact at r: the safe direction.
+// over any majority bounds s from above — so the majority of answers with
+// the earliest contacts gives the tightest bound; old stops at
+// s + lease − margin, and we wait until bound + lease + margin. A node that
+// has no record (it restarted) counts as contact at r: the safe direction.
 func (d *Daemon) leaseBound(ctx context.Context, old string) (quorum.Mono, bool) {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.Timing.Lease.D()/2)
 	defer cancel()
@@ -76,23 +78,41 @@ func (d *Daemon) leaseBound(ctx context.Context, old string) (quorum.Mono, bool)
 
 	// This node's own record counts as one answer.
 	now := quorum.Now()
-	bound := now
+	own := now
 	if e, ok := d.raft.SinceContact(old); ok {
-		bound = now - quorum.Mono(e)
+		own = now - quorum.Mono(e)
 	}
-	got := 1
-	for a := range answers {
-		if !a.ok {
+	got := []quorum.Mono{own}
+	// Once a majority answered, wait a moment for the rest: any majority
+	// gives a valid bound, and more answers allow a tighter one.
+	var grace <-chan time.Time
+	for {
+		select {
+		case a, open := <-answers:
+			if !open {
+				return boundOf(got, d.cfg.Majority())
+			}
+			if a.ok {
+				got = append(got, a.at)
+			}
+			if len(got) >= d.cfg.Majority() && grace == nil {
+				grace = time.After(50 * time.Millisecond)
+			}
 			continue
+		case <-grace:
 		}
-		got++
-		if a.at > bound {
-			bound = a.at
-		}
-		if got >= d.cfg.Majority() {
-			// A millisecond for the clock conversions.
-			return bound.Add(time.Millisecond), true
-		}
+		return boundOf(got, d.cfg.Majority())
 	}
-	return 0, false
+}
+
+// boundOf returns the majority-th smallest contact time: the nodes with
+// the earliest last contacts form a majority, which includes a node that
+// stored the old primary's last renewal, so that renewal started no later.
+func boundOf(contacts []quorum.Mono, majority int) (quorum.Mono, bool) {
+	if len(contacts) < majority {
+		return 0, false
+	}
+	slices.Sort(contacts)
+	// A millisecond for the clock conversions.
+	return contacts[majority-1].Add(time.Millisecond), true
 }

@@ -50,15 +50,15 @@ type Raft struct {
 }
 
 // raftConfig derives raft's timings from the lease. Followers notice a dead
-// leader after HeartbeatTimeout (randomised up to twice that): half the
-// lease, so detection overlaps the successor's wait for the old lease
-// (which runs from the old primary's last contact, see daemon.leaseBound)
-// instead of adding to it, and a slow heartbeat or two is not a failure.
-// The leader heartbeats every tenth of it.
+// leader after HeartbeatTimeout (randomised up to twice that): a third of
+// the lease, so detection and election fit inside the successor's wait for
+// the old lease (which runs from the old primary's last contact, see
+// daemon.leaseBound) instead of adding to it, and a slow heartbeat or two is
+// not a failure. The leader heartbeats every tenth of it.
 func raftConfig(self string, lease time.Duration, log *slog.Logger) *raft.Config {
 	c := raft.DefaultConfig()
 	c.LocalID = raft.ServerID(self)
-	hb := lease / 2
+	hb := lease / 3
 	if hb < 100*time.Millisecond {
 		hb = 100 * time.Millisecond
 	}
