@@ -84,6 +84,13 @@ func TestAgainstCluster(t *testing.T) {
 	var other = c.Nodes[(p.Index+1)%3]
 	victim := c.Nodes[(p.Index+2)%3]
 
+	// A follower learns the committed state a moment after the leader
+	// acts: wait until the node we ask knows the primary.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if st, err := other.Status(ctx); err == nil && st.Primary.Node == p.Name {
+			break
+		}
+	}
 	code, out, stderr := ctl("--socket", other.Socket, "status")
 	if code != 0 {
 		t.Fatalf("status: %d %s", code, stderr)
