@@ -226,6 +226,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 		defer d.wg.Done()
 		d.lifecycle(loopCtx)
 	}()
+	if d.cfg.Gossip.Plaintext {
+		d.log.Warn("gossip is not encrypted or authenticated (gossip.plaintext): anyone on the network can forge cluster messages")
+	}
 	d.log.Info("fenced started", "version", Version, "nodes", len(d.cfg.Nodes), "majority", d.cfg.Majority())
 
 	<-ctx.Done()

@@ -120,6 +120,7 @@ func TestSelfFenceWhenStopHangs(t *testing.T) {
 	port, _ := devcluster.FreePort("127.0.0.1")
 	raftPort, _ := devcluster.FreePort("127.0.0.1")
 	cfg := config.Default()
+	cfg.Gossip.Plaintext = true // in-process: nothing but these nodes on this gossip
 	cfg.Version, cfg.Cluster.Name, cfg.Node = 1, "solo", "solo"
 	cfg.Timing = testTiming
 	cfg.Nodes = []config.Node{{Name: "solo", Gossip: "127.0.0.1:" + strconv.Itoa(port), Raft: "127.0.0.1:" + strconv.Itoa(raftPort)}}

@@ -52,6 +52,7 @@ func newInprocWith(t *testing.T, n int, o inprocOptions) *inproc {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := config.Default()
+	cfg.Gossip.Plaintext = true // in-process: nothing but these nodes on this gossip
 	cfg.Version = 1
 	cfg.Cluster.Name = "inproc"
 	cfg.Timing = testTiming

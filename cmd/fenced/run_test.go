@@ -35,7 +35,8 @@ func freeAddr(t *testing.T) (string, net.Listener) {
 	return l.Addr().String(), l
 }
 
-const goodNodes = `nodes:
+const goodNodes = `gossip: {plaintext: true}
+nodes:
   - {name: a, gossip: "%s", raft: "%s"}
   - {name: b, gossip: 127.0.0.1:1, raft: 127.0.0.1:2}
   - {name: c, gossip: 127.0.0.1:3, raft: 127.0.0.1:4}
@@ -62,7 +63,7 @@ func TestBadInput(t *testing.T) {
 	}{
 		{"unknown field", "version: 1\ncluster: {name: x}\nbogus: 1\n" + fmt.Sprintf(goodNodes, g, busy), []string{"validate"}, exitConfig, `:3: unknown field "bogus"`},
 		{"wrong type", "version: 1\ncluster: {name: x}\ntiming: {lease: soon}\n" + fmt.Sprintf(goodNodes, g, busy), []string{"validate"}, exitConfig, `:3: timing.lease: "soon" is not a duration`},
-		{"even node count", "version: 1\ncluster: {name: x}\nnodes:\n  - {name: a, gossip: 127.0.0.1:1, raft: 127.0.0.1:2}\n  - {name: b, gossip: 127.0.0.1:3, raft: 127.0.0.1:4}\n", []string{"validate"}, exitConfig, "nodes: 2 voting nodes"},
+		{"even node count", "version: 1\ncluster: {name: x}\ngossip: {plaintext: true}\nnodes:\n  - {name: a, gossip: 127.0.0.1:1, raft: 127.0.0.1:2}\n  - {name: b, gossip: 127.0.0.1:3, raft: 127.0.0.1:4}\n", []string{"validate"}, exitConfig, "nodes: 2 voting nodes"},
 		{"unknown node name", "version: 1\ncluster: {name: x}\n" + fmt.Sprintf(goodNodes, g, busy), []string{"run", "--node", "zz"}, exitConfig, `node: unknown node name "zz" (from --node; configured: a, b, c)`},
 		{"port in use", "version: 1\ncluster: {name: x}\n" + fmt.Sprintf(goodNodes, g, busy) + "data_dir: " + dir + "/data\napi: {socket: " + sock + "}\n", []string{"run", "--node", "a"}, exitStartup, "raft address " + busy},
 		{"unwritable data dir", "version: 1\ncluster: {name: x}\n" + fmt.Sprintf(goodNodes, g, "127.0.0.1:9") + "data_dir: " + file + "/sub\napi: {socket: " + sock + "}\n", []string{"run", "--node", "a"}, exitStartup, "data_dir " + file + "/sub"},

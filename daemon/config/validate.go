@@ -49,8 +49,13 @@ func (c *Config) Validate(reg *agents.Registry) Problems {
 	} else if !filepath.IsAbs(c.API.Socket) {
 		v.add("api.socket", "%q must be an absolute path", c.API.Socket)
 	}
-	if c.Gossip.KeyFile != "" && !filepath.IsAbs(c.Gossip.KeyFile) {
-		v.add("gossip.key_file", "%q must be an absolute path", c.Gossip.KeyFile)
+	switch g := c.Gossip; {
+	case g.KeyFile != "" && !filepath.IsAbs(g.KeyFile):
+		v.add("gossip.key_file", "%q must be an absolute path", g.KeyFile)
+	case g.KeyFile == "" && !g.Plaintext:
+		// Anyone who can send gossip could forge a node's release and
+		// spare it the fence: authenticate gossip unless told otherwise.
+		v.add("gossip.key_file", "required: gossip carries releases and admin requests; create a key (head -c 32 /dev/urandom | base64 > /etc/fenced/gossip.key) or set gossip.plaintext: true on a trusted lab network")
 	}
 	v.devices(reg)
 	v.storage()

@@ -6,6 +6,8 @@ package devcluster
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
@@ -103,6 +105,14 @@ func New(o Options) (*Cluster, error) {
 	cfg := config.Default()
 	cfg.Version = 1
 	cfg.Cluster.Name = "dev"
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return nil, err
+	}
+	cfg.Gossip.KeyFile = filepath.Join(o.Dir, "gossip.key")
+	if err := os.WriteFile(cfg.Gossip.KeyFile, []byte(base64.StdEncoding.EncodeToString(key)+"\n"), 0o600); err != nil {
+		return nil, err
+	}
 	cfg.Timing = mergeTiming(cfg.Timing, o.Timing)
 	for i := 0; i < o.Nodes; i++ {
 		host, gp, rp := o.Host, 7946, 7947
