@@ -17,6 +17,8 @@ func TestConfigValidationRunsMetadataCheck(t *testing.T) {
 		return []byte(fmt.Sprintf(`version: 1
 cluster:
   name: c1
+gossip:
+  plaintext: true
 nodes:
   - name: a
     gossip: 127.0.0.1:7001
