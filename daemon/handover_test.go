@@ -33,11 +33,7 @@ func noFences(t *testing.T, n *devcluster.Node) {
 // fence.
 func TestMonitorFailureReleases(t *testing.T) {
 	c := newStorageCluster(t, nil)
-	p, e1, err := c.Primary(ctxT(t, 20*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitWrites(t, c, p.Name, e1, 10*time.Second)
+	p, e1 := primaryWriting(t, c)
 	b, err := os.ReadFile(filepath.Join(c.Opts.Dir, "hooks", "writer-"+p.Name+".pid"))
 	if err != nil {
 		t.Fatal(err)
@@ -71,11 +67,7 @@ func TestMonitorFailureReleases(t *testing.T) {
 // gracefully, without a fence; a standby node is never primary.
 func TestTransferAndStandby(t *testing.T) {
 	c := newStorageCluster(t, nil)
-	p, e1, err := c.Primary(ctxT(t, 20*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitWrites(t, c, p.Name, e1, 10*time.Second)
+	p, _ := primaryWriting(t, c)
 	target := c.Nodes[(p.Index+1)%3]
 	cl := c.Nodes[(p.Index+2)%3].Client() // ask through a third node: forwarded
 	defer cl.Close()

@@ -29,6 +29,17 @@ func waitWrites(t *testing.T, c *devcluster.Cluster, node string, epoch uint64, 
 	}
 }
 
+// primaryWriting waits for the primary and its first accepted write.
+func primaryWriting(t *testing.T, c *devcluster.Cluster) (*devcluster.Node, uint64) {
+	t.Helper()
+	p, e, err := c.Primary(ctxT(t, 20*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitWrites(t, c, p.Name, e, 10*time.Second)
+	return p, e
+}
+
 // writers returns the nodes with accepted writes at or after since.
 func writers(c *devcluster.Cluster, since time.Time) map[string]uint64 {
 	entries, _ := c.StoreEntries()
@@ -60,11 +71,7 @@ func fenceRecords(recs []stonith.Record, target string) (ok, failed int) {
 // primary with a higher epoch.
 func TestStorageKillTakeover(t *testing.T) {
 	c := newStorageCluster(t, nil)
-	p, e1, err := c.Primary(ctxT(t, 20*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitWrites(t, c, p.Name, e1, 10*time.Second)
+	p, e1 := primaryWriting(t, c)
 	p.Kill()
 	q, e2, err := c.Primary(ctxT(t, 20*time.Second), p)
 	if err != nil {
@@ -88,24 +95,21 @@ func TestStorageKillTakeover(t *testing.T) {
 }
 
 // TestStoragePauseTakeover (acceptance 2): SIGSTOP the primary (daemon and
-// writer) past the lease → it is fenced → new primary; the paused writer,
-// resumed, never gets a write accepted. The fence kills the paused node;
-// its BMC is told to ignore the power-off here so the paused processes
-// survive to be resumed — the fence then cannot be confirmed, so the test
-// confirms manually after checking the node is paused, as an admin would.
+// writer) past the lease → it is fenced (the BMC's power-off kills the
+// paused node) → new primary with a higher epoch. The paused writer's late
+// writes are covered by TestStorageLateWriteRejected.
 func TestStoragePauseTakeover(t *testing.T) {
 	c := newStorageCluster(t, nil)
-	p, e1, err := c.Primary(ctxT(t, 20*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitWrites(t, c, p.Name, e1, 10*time.Second)
+	p, e1 := primaryWriting(t, c)
 	if err := p.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	q, e2, err := c.Primary(ctxT(t, 20*time.Second), p)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if e2 <= e1 {
+		t.Fatalf("epoch %d not above %d", e2, e1)
 	}
 	waitWrites(t, c, q.Name, e2, 10*time.Second)
 	if c.BMCs[p.Index].PoweredOn() || p.Running() {
@@ -119,11 +123,7 @@ func TestStoragePauseTakeover(t *testing.T) {
 // never acts again.
 func TestStorageLateWriteRejected(t *testing.T) {
 	c := newStorageCluster(t, nil)
-	p, e1, err := c.Primary(ctxT(t, 20*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitWrites(t, c, p.Name, e1, 10*time.Second)
+	p, e1 := primaryWriting(t, c)
 	c.BMCs[p.Index].SetIgnorePowerOff(true)
 	p.Signal(syscall.SIGSTOP)
 	var other *devcluster.Node
@@ -159,6 +159,9 @@ func TestStorageLateWriteRejected(t *testing.T) {
 	q, e2, err := c.Primary(ctxT(t, 20*time.Second), p)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if e2 <= e1 {
+		t.Fatalf("epoch %d not above %d", e2, e1)
 	}
 	waitWrites(t, c, q.Name, e2, 10*time.Second)
 	p.Signal(syscall.SIGCONT)
@@ -198,11 +201,7 @@ func TestStorageBlockedThenConfirm(t *testing.T) {
 			cfg.Devices[name] = d
 		}
 	})
-	p, e1, err := c.Primary(ctxT(t, 20*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitWrites(t, c, p.Name, e1, 10*time.Second)
+	p, e1 := primaryWriting(t, c)
 	c.BMCs[p.Index].SetSilent(true)
 	p.Kill() // the node dies; its BMC no longer answers
 	killed := time.Now()
@@ -235,6 +234,9 @@ func TestStorageBlockedThenConfirm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if e2 <= e1 {
+		t.Fatalf("epoch %d not above %d", e2, e1)
+	}
 	waitWrites(t, c, q.Name, e2, 10*time.Second)
 	recs := history(t, q, p.Name)
 	found := false
@@ -252,15 +254,14 @@ func TestStorageBlockedThenConfirm(t *testing.T) {
 // handover, no fence, history shows the release.
 func TestStorageGracefulHandover(t *testing.T) {
 	c := newStorageCluster(t, nil)
-	p, e1, err := c.Primary(ctxT(t, 20*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitWrites(t, c, p.Name, e1, 10*time.Second)
+	p, e1 := primaryWriting(t, c)
 	p.Signal(syscall.SIGTERM)
 	q, e2, err := c.Primary(ctxT(t, 20*time.Second), p)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if e2 <= e1 {
+		t.Fatalf("epoch %d not above %d", e2, e1)
 	}
 	waitWrites(t, c, q.Name, e2, 10*time.Second)
 	if !p.Wait(5 * time.Second) {
