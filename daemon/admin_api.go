@@ -46,8 +46,10 @@ func (d *Daemon) adminRoutes(mux *http.ServeMux) {
 				writeError(w, http.StatusBadRequest, "bad-request", fmt.Errorf("request body: %w", err))
 				return
 			}
-			if req.RequestedBy == "" {
-				req.RequestedBy = "fencectl@" + d.self
+			// Who asked is what the kernel says, not what the client claims.
+			req.RequestedBy = "fencectl@" + d.self
+			if u := peerUser(r.Context()); u != "" {
+				req.RequestedBy = u + "@" + d.self
 			}
 			ctx, cancel := context.WithTimeout(r.Context(), 10*time.Minute)
 			defer cancel()

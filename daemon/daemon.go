@@ -180,7 +180,7 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.members = m
-	d.api = &http.Server{Handler: d.apiHandler(), ReadHeaderTimeout: 5 * time.Second}
+	d.api = &http.Server{Handler: d.apiHandler(), ReadHeaderTimeout: 5 * time.Second, ConnContext: peerContext}
 	return d, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -130,6 +131,12 @@ func TestAgainstCluster(t *testing.T) {
 	code, out, _ = ctl("--socket", other.Socket, "history", victim.Name, "-v")
 	if code != 0 || !strings.Contains(out, "ctl-test") || !strings.Contains(out, "read back off") {
 		t.Errorf("history: %d\n%s", code, out)
+	}
+	// The history names the user who asked, from the socket's peer
+	// credentials, and the node asked.
+	me, _ := user.Current()
+	if !strings.Contains(out, me.Username+"@"+other.Name) {
+		t.Errorf("history does not name %s@%s:\n%s", me.Username, other.Name, out)
 	}
 	code, _, stderr = ctl("--socket", other.Socket, "fence", "nosuchnode", "--yes")
 	if code != exitFailure || !strings.Contains(stderr, `unknown node "nosuchnode"`) {
