@@ -40,6 +40,21 @@ func primaryWriting(t *testing.T, c *devcluster.Cluster) (*devcluster.Node, uint
 	return p, e
 }
 
+// successorWriting waits for a primary other than old, with an epoch
+// above e1, and its first accepted write.
+func successorWriting(t *testing.T, c *devcluster.Cluster, old *devcluster.Node, e1 uint64) (*devcluster.Node, uint64) {
+	t.Helper()
+	q, e2, err := c.Primary(ctxT(t, 20*time.Second), old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e2 <= e1 {
+		t.Fatalf("epoch %d not above %d", e2, e1)
+	}
+	waitWrites(t, c, q.Name, e2, 10*time.Second)
+	return q, e2
+}
+
 // writers returns the nodes with accepted writes at or after since.
 func writers(c *devcluster.Cluster, since time.Time) map[string]uint64 {
 	entries, _ := c.StoreEntries()
@@ -73,14 +88,7 @@ func TestStorageKillTakeover(t *testing.T) {
 	c := newStorageCluster(t, nil)
 	p, e1 := primaryWriting(t, c)
 	p.Kill()
-	q, e2, err := c.Primary(ctxT(t, 20*time.Second), p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e2 <= e1 {
-		t.Fatalf("epoch %d not above %d", e2, e1)
-	}
-	waitWrites(t, c, q.Name, e2, 10*time.Second)
+	q, e2 := successorWriting(t, c, p, e1)
 	if c.BMCs[p.Index].PoweredOn() {
 		t.Error("old primary's BMC still on")
 	}
@@ -104,14 +112,7 @@ func TestStoragePauseTakeover(t *testing.T) {
 	if err := p.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	q, e2, err := c.Primary(ctxT(t, 20*time.Second), p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e2 <= e1 {
-		t.Fatalf("epoch %d not above %d", e2, e1)
-	}
-	waitWrites(t, c, q.Name, e2, 10*time.Second)
+	successorWriting(t, c, p, e1)
 	if c.BMCs[p.Index].PoweredOn() || p.Running() {
 		t.Fatalf("paused primary not fenced: BMC on=%v running=%v", c.BMCs[p.Index].PoweredOn(), p.Running())
 	}
@@ -156,14 +157,7 @@ func TestStorageLateWriteRejected(t *testing.T) {
 	if err := cl.Do(ctxT(t, 20*time.Second), "POST", "/v1/confirm", nil, daemon.AdminRequest{Node: p.Name, Reason: "frozen, checked on console"}, &rec); err != nil {
 		t.Fatal(err)
 	}
-	q, e2, err := c.Primary(ctxT(t, 20*time.Second), p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e2 <= e1 {
-		t.Fatalf("epoch %d not above %d", e2, e1)
-	}
-	waitWrites(t, c, q.Name, e2, 10*time.Second)
+	successorWriting(t, c, p, e1)
 	p.Signal(syscall.SIGCONT)
 	resumed := time.Now()
 	time.Sleep(2 * time.Second)
@@ -230,14 +224,7 @@ func TestStorageBlockedThenConfirm(t *testing.T) {
 	if err := cl.Do(ctxT(t, 20*time.Second), "POST", "/v1/confirm", nil, daemon.AdminRequest{Node: p.Name, Reason: "PSU pulled by DC staff"}, &rec); err != nil {
 		t.Fatal(err)
 	}
-	q, e2, err := c.Primary(ctxT(t, 20*time.Second), p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e2 <= e1 {
-		t.Fatalf("epoch %d not above %d", e2, e1)
-	}
-	waitWrites(t, c, q.Name, e2, 10*time.Second)
+	q, _ := successorWriting(t, c, p, e1)
 	recs := history(t, q, p.Name)
 	found := false
 	for _, r := range recs {
@@ -256,14 +243,7 @@ func TestStorageGracefulHandover(t *testing.T) {
 	c := newStorageCluster(t, nil)
 	p, e1 := primaryWriting(t, c)
 	p.Signal(syscall.SIGTERM)
-	q, e2, err := c.Primary(ctxT(t, 20*time.Second), p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e2 <= e1 {
-		t.Fatalf("epoch %d not above %d", e2, e1)
-	}
-	waitWrites(t, c, q.Name, e2, 10*time.Second)
+	q, _ := successorWriting(t, c, p, e1)
 	if !p.Wait(5 * time.Second) {
 		t.Fatal("old primary did not exit")
 	}
