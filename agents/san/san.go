@@ -264,19 +264,13 @@ func (a *Agent) Off(ctx context.Context) error {
 		if err := s.removeMembers(ctx, removals); err != nil {
 			return a.abortFailed(ctx, s, what, fmt.Errorf("remove members: %w", err))
 		}
-		err = s.enable(ctx, eff.cfgName, eff.checksum)
-		if err == nil {
+		done, err := a.enable(ctx, s, what, eff, attempt)
+		if err != nil {
+			return err
+		}
+		if done {
 			a.log.Info("zoning change enabled", "cfg", eff.cfgName, "zones", len(removals), "attempt", attempt+1)
 			break
-		}
-		if !conflict(err) {
-			if sent(err) {
-				return agents.Unknown(a.op(what), fmt.Errorf("enable %s: %w", eff.cfgName, err))
-			}
-			return a.abortFailed(ctx, s, what, fmt.Errorf("enable %s: %w", eff.cfgName, err))
-		}
-		if err := a.conflictWait(ctx, s, what, attempt, err); err != nil {
-			return err
 		}
 	}
 	return a.waitEffective(ctx, s, what, func(e *effective) (bool, string) {
@@ -288,6 +282,23 @@ func (a *Agent) Off(ctx context.Context) error {
 		}
 		return true, ""
 	})
+}
+
+// enable commits our transaction and enables eff's cfg. done is true once
+// the switch accepted it; an error is final (outcome unknown if the enable
+// may have been applied); neither means a checksum conflict was waited out
+// and the caller retries from a fresh read.
+func (a *Agent) enable(ctx context.Context, s *fosSession, what string, eff *effective, attempt int) (done bool, err error) {
+	err = s.enable(ctx, eff.cfgName, eff.checksum)
+	switch {
+	case err == nil:
+		return true, nil
+	case !conflict(err) && sent(err):
+		return false, agents.Unknown(a.op(what), fmt.Errorf("enable %s: %w", eff.cfgName, err))
+	case !conflict(err):
+		return false, a.abortFailed(ctx, s, what, fmt.Errorf("enable %s: %w", eff.cfgName, err))
+	}
+	return false, a.conflictWait(ctx, s, what, attempt, err)
 }
 
 // abortFailed aborts the open transaction (best effort; logout would too)
@@ -400,19 +411,13 @@ func (a *Agent) On(ctx context.Context) error {
 		if err := s.removeMembers(ctx, del); err != nil {
 			return a.abortFailed(ctx, s, what, fmt.Errorf("delete record zones: %w", err))
 		}
-		err = s.enable(ctx, eff.cfgName, eff.checksum)
-		if err == nil {
+		done, err := a.enable(ctx, s, what, eff, attempt)
+		if err != nil {
+			return err
+		}
+		if done {
 			a.log.Info("zoning restored and enabled", "cfg", eff.cfgName, "zones", len(restores), "attempt", attempt+1)
 			break
-		}
-		if !conflict(err) {
-			if sent(err) {
-				return agents.Unknown(a.op(what), fmt.Errorf("enable %s: %w", eff.cfgName, err))
-			}
-			return a.abortFailed(ctx, s, what, fmt.Errorf("enable %s: %w", eff.cfgName, err))
-		}
-		if err := a.conflictWait(ctx, s, what, attempt, err); err != nil {
-			return err
 		}
 	}
 	err = a.waitEffective(ctx, s, what, func(e *effective) (bool, string) {
