@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sort"
 	"strings"
@@ -223,11 +224,7 @@ func (d *Daemon) renewLease(ctx context.Context, lost chan<- string) {
 // read-back, or an admin's confirmation), and once the previous primary's
 // lease has certainly run out (lease + margin after this grant) or that
 // primary is confirmed stopped.
-func (d *Daemon) takeover(ctx context.Context, log interface {
-	Info(string, ...any)
-	Warn(string, ...any)
-	Error(string, ...any)
-}, grant quorum.Grant, granted quorum.Mono) error {
+func (d *Daemon) takeover(ctx context.Context, log *slog.Logger, grant quorum.Grant, granted quorum.Mono) error {
 	t := d.cfg.Timing
 	leaseEnd := granted.Add(t.Lease.D() + t.Margin.D())
 	if old := grant.LeaseOf; old != "" && old != d.self {
@@ -373,11 +370,7 @@ func (d *Daemon) serve(ctx context.Context, lost <-chan string) string {
 
 // demote is the graceful expiry: stop acting at once, stop the storage
 // within the grace period (or self-fence), then record the release.
-func (d *Daemon) demote(log interface {
-	Info(string, ...any)
-	Warn(string, ...any)
-	Error(string, ...any)
-}, epoch uint64, reason string) {
+func (d *Daemon) demote(log *slog.Logger, epoch uint64, reason string) {
 	d.role.Store(RoleDemoting)
 	d.leaseUntil.Store(0)
 	log.Warn("demoting", "reason", reason)
