@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/fenced/fenced/daemon/config"
@@ -184,8 +185,12 @@ func (d *Daemon) admin(ctx context.Context, method string, req AdminRequest) (js
 
 const retryMarker = "retry: "
 
+// isRetry reports an error that a later leader may not have. Errors from
+// a forwarded request arrive as text, so the text is matched as well.
 func isRetry(err error) bool {
-	return errors.Is(err, errNoLeader) || errors.Is(err, errNotLeader) || len(err.Error()) >= len(retryMarker) && err.Error()[:len(retryMarker)] == retryMarker
+	msg := err.Error()
+	return errors.Is(err, errNoLeader) || errors.Is(err, errNotLeader) || strings.HasPrefix(msg, retryMarker) ||
+		strings.Contains(msg, errNoLeader.Error()) || strings.Contains(msg, errNotLeader.Error())
 }
 
 // userError marks a request that is wrong rather than failed.
