@@ -158,8 +158,10 @@ func TestStorageLateWriteRejected(t *testing.T) {
 		t.Fatal(err)
 	}
 	successorWriting(t, c, p, e1)
-	p.Signal(syscall.SIGCONT)
+	// Taken before the signal: the resumed writer's first (and, once
+	// rejected, last) write can land before Signal returns.
 	resumed := time.Now()
+	p.Signal(syscall.SIGCONT)
 	time.Sleep(2 * time.Second)
 	entries, _ := c.StoreEntries()
 	late := 0
