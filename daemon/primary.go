@@ -16,7 +16,9 @@ import (
 // controlLoop makes this node primary whenever it leads a majority, and
 // demotes it as soon as it cannot confirm that any more.
 func (d *Daemon) controlLoop(ctx context.Context) {
-	tick := time.NewTicker(d.checkInterval())
+	// raft's leader channel always holds the latest change, so a follower
+	// needs no polling; the tick only keeps the main-loop beat going.
+	tick := time.NewTicker(d.idleInterval())
 	defer tick.Stop()
 	for ctx.Err() == nil {
 		d.beat()
@@ -32,16 +34,24 @@ func (d *Daemon) controlLoop(ctx context.Context) {
 	}
 }
 
-// checkInterval is how often the lease is checked against the clock.
-func (d *Daemon) checkInterval() time.Duration {
-	i := d.cfg.Timing.Heartbeat.D() / 4
-	if i > 50*time.Millisecond {
-		i = 50 * time.Millisecond
-	}
-	if i < 5*time.Millisecond {
-		i = 5 * time.Millisecond
+// idleInterval is how often an idle loop beats: every heartbeat, and often
+// enough for the service watchdog.
+func (d *Daemon) idleInterval() time.Duration {
+	i := d.cfg.Timing.Heartbeat.D()
+	if w := d.opts.WatchdogInterval; w > 0 && w/4 < i {
+		i = w / 4
 	}
 	return i
+}
+
+// pollInterval bounds how late a primary notices its lease ran out when a
+// timer could not tell it: Go's timers run on CLOCK_MONOTONIC, which stands
+// still while the machine is suspended, whereas the lease is measured on
+// CLOCK_BOOTTIME. A quarter of the margin (and of the heartbeat), so the
+// lateness stays well inside the margin that covers it.
+func (d *Daemon) pollInterval() time.Duration {
+	t := d.cfg.Timing
+	return min(max(min(t.Heartbeat.D(), t.Margin.D())/4, 5*time.Millisecond), 250*time.Millisecond)
 }
 
 func (d *Daemon) commitTimeout() time.Duration { return d.cfg.Timing.Lease.D() }
@@ -170,8 +180,12 @@ func (d *Daemon) renewLease(ctx context.Context, lost chan<- string) {
 	t := d.cfg.Timing
 	tick := time.NewTicker(t.Heartbeat.D())
 	defer tick.Stop()
-	check := time.NewTicker(d.checkInterval())
-	defer check.Stop()
+	// The expiry timer fires at the lease's end; the poll covers a suspend
+	// (see pollInterval); raft's leader channel reports a lost leadership.
+	expiry := time.NewTimer(quorum.Mono(d.leaseUntil.Load()).Sub(quorum.Now()))
+	defer expiry.Stop()
+	poll := time.NewTicker(d.pollInterval())
+	defer poll.Stop()
 	renewed := make(chan quorum.Mono, 1)
 	inflight := false
 	report := func(why string) {
@@ -188,10 +202,11 @@ func (d *Daemon) renewLease(ctx context.Context, lost chan<- string) {
 			inflight = false
 			if until > 0 && until > quorum.Mono(d.leaseUntil.Load()) {
 				d.leaseUntil.Store(int64(until))
+				expiry.Reset(until.Sub(quorum.Now()))
 			}
 		case <-tick.C:
 			if inflight {
-				continue
+				break
 			}
 			inflight = true
 			go func() {
@@ -202,7 +217,9 @@ func (d *Daemon) renewLease(ctx context.Context, lost chan<- string) {
 				}
 				renewed <- until
 			}()
-		case <-check.C:
+		case <-expiry.C:
+		case <-poll.C:
+		case <-d.raft.LeaderCh():
 		}
 		d.beat()
 		// Fail-safe: stop as soon as the lease cannot be confirmed, without
@@ -296,11 +313,23 @@ func (d *Daemon) takeover(ctx context.Context, log *slog.Logger, grant quorum.Gr
 				continue
 			}
 		}
+		// Wake for a state change, the end of the old lease, the next
+		// fence attempt, or a poll (see pollInterval).
+		wait := d.pollInterval()
+		now := quorum.Now()
+		if leaseWait {
+			wait = min(wait, leaseEnd.Sub(now))
+		}
+		if len(targets) > 0 && nextTry > now {
+			wait = min(wait, nextTry.Sub(now))
+		}
+		timer := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 		case <-changed:
-		case <-time.After(d.checkInterval()):
+		case <-timer.C:
 		}
+		timer.Stop()
 	}
 }
 

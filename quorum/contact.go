@@ -3,6 +3,8 @@ package quorum
 import (
 	"sync"
 	"time"
+
+	"github.com/hashicorp/raft"
 )
 
 // contactTracker remembers, per leader, when this node last heard from it,
@@ -14,31 +16,25 @@ type contactTracker struct {
 	mu   sync.Mutex
 	last map[string]Mono
 	prev string
-	stop chan struct{}
-	done chan struct{}
+	obs  *raft.Observer
 }
 
-// contactPoll is how often raft's leader and last-contact are sampled. The
-// period costs no precision (see sampleContact); it only has to be short
-// enough to see most leader changes one at a time.
-const contactPoll = 50 * time.Millisecond
-
+// trackContacts samples raft's leader and last contact at every leader
+// change, synchronously, inside raft's own call that records the change
+// (the observer's filter runs there, and returns false so nothing is
+// queued). At that moment raft's last contact is still the departing
+// leader's, so the record is exact; no polling is needed, and SinceContact
+// samples afresh for the current leader.
 func (q *Raft) trackContacts() {
-	t := &contactTracker{last: map[string]Mono{}, stop: make(chan struct{}), done: make(chan struct{})}
+	t := &contactTracker{last: map[string]Mono{}}
 	q.contacts = t
-	go func() {
-		defer close(t.done)
-		tick := time.NewTicker(contactPoll)
-		defer tick.Stop()
-		for {
-			select {
-			case <-t.stop:
-				return
-			case <-tick.C:
-			}
+	t.obs = raft.NewObserver(nil, false, func(o *raft.Observation) bool {
+		if _, ok := o.Data.(raft.LeaderObservation); ok {
 			q.sampleContact()
 		}
-	}()
+		return false
+	})
+	q.r.RegisterObserver(t.obs)
 }
 
 // sampleContact records raft's current leader and last contact.
@@ -57,10 +53,10 @@ func (q *Raft) sampleContact() {
 		t.last[string(id)] = at
 	}
 	if t.prev != "" && t.prev != string(id) && at > t.last[t.prev] {
-		// The leader changed between two samples: the old one may have
-		// made contact after the previous sample. raft's last contact only
-		// moves forward, so it is at or after any such contact: a safe
-		// bound (exact when nothing else spoke since).
+		// The leader changed since the last sample: the old one may have
+		// made contact after it. raft's last contact only moves forward,
+		// so it is at or after any such contact: a safe bound, and exact
+		// when taken at the change itself (trackContacts).
 		t.last[t.prev] = at
 	}
 	t.prev = string(id)
@@ -86,11 +82,4 @@ func (q *Raft) SinceContact(leader string) (time.Duration, bool) {
 	return Since(at), true
 }
 
-func (t *contactTracker) close() {
-	select {
-	case <-t.stop:
-	default:
-		close(t.stop)
-	}
-	<-t.done
-}
+func (q *Raft) untrackContacts() { q.r.DeregisterObserver(q.contacts.obs) }

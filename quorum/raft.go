@@ -68,9 +68,11 @@ func raftConfig(self string, lease time.Duration, log *slog.Logger) *raft.Config
 	// so this only needs to be as tolerant as the followers are.
 	c.LeaderLeaseTimeout = hb
 	// The leader's idle replication loop sends an AppendEntries every
-	// CommitTimeout to carry the commit index to followers: the main idle
-	// cost. Commits themselves are not delayed by it.
-	c.CommitTimeout = hb / 4
+	// CommitTimeout to carry the commit index to followers. Commits are not
+	// delayed by it; only a follower's copy of the state (its status
+	// output) may trail by up to one heartbeat timeout, and the lease
+	// renewals, one per heartbeat, carry the index sooner anyway.
+	c.CommitTimeout = hb
 	// Lease renewals append a barrier entry every heartbeat; snapshot often
 	// enough that the log stays small.
 	c.SnapshotThreshold = 2048
@@ -268,7 +270,7 @@ func (q *Raft) TransferLeadershipTo(name, addr string) error {
 
 // Shutdown stops raft and closes the stores.
 func (q *Raft) Shutdown() error {
-	q.contacts.close()
+	q.untrackContacts()
 	err := q.r.Shutdown().Error()
 	return errors.Join(err, q.close())
 }
