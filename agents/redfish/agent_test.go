@@ -371,6 +371,44 @@ func TestTransientFaults(t *testing.T) {
 	}
 }
 
+// A reset refused with 412 (the system changed since it was read) is
+// re-read and sent again with the fresh ETag; a BMC that refuses If-Match
+// on actions altogether gets the reset without it. Either way exactly one
+// reset is accepted.
+func TestResetEtagMismatch(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		faults      redfishsim.Faults
+		wantIfMatch bool
+	}{
+		{"edited-once", redfishsim.Faults{ConcurrentEdits: 1}, true},
+		{"if-match-refused", redfishsim.Faults{RejectIfMatch: true}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := startSim(t, false, redfishsim.Options{})
+			a := newAgent(t, simParams(t, srv, nil))
+			srv.SetFaults(tc.faults)
+			if err := a.Off(ctxT(t)); err != nil {
+				t.Fatalf("off: %v", err)
+			}
+			if p := srv.PowerState(""); p != "Off" {
+				t.Fatalf("power %s after off", p)
+			}
+			if f := srv.Faults(); f.ConcurrentEdits != 0 {
+				t.Fatalf("the edit was never made: %+v", f)
+			}
+			resets := srv.Resets()
+			if len(resets) != 1 {
+				t.Fatalf("%d resets accepted, want 1: %+v", len(resets), resets)
+			}
+			if got := resets[0].IfMatch != ""; got != tc.wantIfMatch {
+				t.Fatalf("accepted reset carried If-Match %q; want one: %v", resets[0].IfMatch, tc.wantIfMatch)
+			}
+			wantNoSessions(t, srv)
+		})
+	}
+}
+
 func TestNewValidates(t *testing.T) {
 	ca := filepath.Join(t.TempDir(), "bad.pem")
 	os.WriteFile(ca, []byte("not a certificate"), 0o600)

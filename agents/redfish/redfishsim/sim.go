@@ -80,19 +80,29 @@ type Faults struct {
 	// ExpireSessionAfter expires the first session that makes its Nth
 	// authenticated request, just before serving it (one-shot).
 	ExpireSessionAfter int
+	// ConcurrentEdits has another client change the system (its AssetTag,
+	// so its ETag) just before each of the next N resets is served: a reset
+	// sent with the ETag read before it gets 412.
+	ConcurrentEdits int
+	// RejectIfMatch answers every reset that carries an If-Match other
+	// than "*" with 412, as BMCs that do not support If-Match on actions do.
+	RejectIfMatch bool
 }
 
 // ResetRecord is one reset request the simulator accepted.
 type ResetRecord struct {
 	System    string // system Id
 	ResetType string
+	IfMatch   string // the request's If-Match header, if any
 	At        time.Time
 }
 
 type system struct {
 	uri, id string
 	power   string
-	gen     int // bumped by each reset: a newer reset supersedes older steps
+	gen     int    // bumped by each reset: a newer reset supersedes older steps
+	asset   string // AssetTag once written (PATCH or ConcurrentEdits)
+	edited  bool
 }
 
 type session struct {
@@ -122,6 +132,7 @@ type Sim struct {
 	tasks    map[string]*task
 	faults   Faults
 	nextTask int
+	edits    int
 	created  int
 	resets   []ResetRecord
 	requests int
@@ -427,16 +438,73 @@ func (s *Sim) route(w http.ResponseWriter, r *http.Request) {
 				fmt.Sprintf("The resource at the URI '%s' was not found.", r.URL.Path), r.URL.Path)
 			return
 		}
-		if !allowMethods(w, r, http.MethodGet, http.MethodHead) {
+		s.mu.Lock()
+		sys := s.systems[p]
+		s.mu.Unlock()
+		if sys != nil && r.Method == http.MethodPatch {
+			s.patchSystem(w, r, sys, se)
+			return
+		}
+		methods := []string{http.MethodGet, http.MethodHead}
+		if sys != nil {
+			methods = append(methods, http.MethodPatch)
+		}
+		if !allowMethods(w, r, methods...) {
 			return
 		}
 		s.mu.Lock()
-		if sys := s.systems[p]; sys != nil {
+		if sys != nil {
 			doc = s.systemDocLocked(sys)
 		}
 		s.mu.Unlock()
 		s.writeDoc(w, doc)
 	}
+}
+
+// patchSystem updates a system's writable properties; only AssetTag is
+// writable here. If-Match is honoured (412 on a stale ETag), and the
+// answer is the updated resource.
+func (s *Sim) patchSystem(w http.ResponseWriter, r *http.Request, sys *system, se *session) {
+	if se.role == RoleReadOnly {
+		writeError(w, http.StatusForbidden, "InsufficientPrivilege",
+			"There are insufficient privileges for the account or credentials associated with the current session to perform the requested operation.")
+		return
+	}
+	raw, err := io.ReadAll(io.LimitReader(r.Body, 1<<16))
+	var body map[string]any
+	if err != nil || json.Unmarshal(raw, &body) != nil {
+		writeError(w, http.StatusBadRequest, "MalformedJSON",
+			"The request body submitted was malformed JSON and could not be parsed by the receiving service.")
+		return
+	}
+	var asset string
+	for k, v := range body {
+		if k != "AssetTag" {
+			writeError(w, http.StatusBadRequest, "PropertyNotWritable",
+				fmt.Sprintf("The property %s is a read only property and cannot be assigned a value.", k), k)
+			return
+		}
+		str, ok := v.(string)
+		if !ok {
+			writeError(w, http.StatusBadRequest, "PropertyValueTypeError",
+				fmt.Sprintf("The value '%v' for the property %s is of a different type than the property can accept.", v, k), fmt.Sprint(v), k)
+			return
+		}
+		asset = str
+	}
+	s.mu.Lock()
+	if m := r.Header.Get("If-Match"); m != "" && m != "*" && m != etagOf(s.systemDocLocked(sys)) {
+		s.mu.Unlock()
+		writeError(w, http.StatusPreconditionFailed, "PreconditionFailed",
+			"The ETag supplied did not match the ETag required to change this resource.")
+		return
+	}
+	if _, ok := body["AssetTag"]; ok {
+		sys.asset, sys.edited = asset, true
+	}
+	doc := s.systemDocLocked(sys)
+	s.mu.Unlock()
+	s.writeDoc(w, doc)
 }
 
 func allowMethods(w http.ResponseWriter, r *http.Request, methods ...string) bool {
@@ -457,6 +525,9 @@ func (s *Sim) systemDocLocked(sys *system) map[string]any {
 		doc[k] = v
 	}
 	doc["PowerState"] = sys.power
+	if sys.edited {
+		doc["AssetTag"] = sys.asset
+	}
 	return doc
 }
 
@@ -739,7 +810,12 @@ func (s *Sim) reset(w http.ResponseWriter, r *http.Request, sysURI string, se *s
 	}
 
 	s.mu.Lock()
-	if m := r.Header.Get("If-Match"); m != "" && m != "*" && m != etagOf(s.systemDocLocked(sys)) {
+	if s.faults.ConcurrentEdits > 0 {
+		s.faults.ConcurrentEdits--
+		s.edits++
+		sys.asset, sys.edited = fmt.Sprintf("edited-%d", s.edits), true
+	}
+	if m := r.Header.Get("If-Match"); m != "" && m != "*" && (s.faults.RejectIfMatch || m != etagOf(s.systemDocLocked(sys))) {
 		s.mu.Unlock()
 		writeError(w, http.StatusPreconditionFailed, "PreconditionFailed",
 			"The ETag supplied did not match the ETag required to change this resource.")
@@ -775,7 +851,7 @@ func (s *Sim) reset(w http.ResponseWriter, r *http.Request, sysURI string, se *s
 			fmt.Sprintf("Unable to perform the reset because the server is already %s.", strings.ToLower(state)))
 		return
 	}
-	s.resets = append(s.resets, ResetRecord{System: sys.id, ResetType: rt, At: time.Now()})
+	s.resets = append(s.resets, ResetRecord{System: sys.id, ResetType: rt, IfMatch: r.Header.Get("If-Match"), At: time.Now()})
 	f := s.faults
 	var t *task
 	if s.prof.resetStyle == "202" {

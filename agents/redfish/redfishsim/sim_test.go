@@ -192,8 +192,28 @@ func TestResetEtagAndErrors(t *testing.T) {
 		t.Fatalf("stale If-Match: %d", resp.StatusCode)
 	}
 	wantError(t, doc, "PreconditionFailed")
-	if resp, _ = c.do("PATCH", sysURI, map[string]string{"AssetTag": "x"}, nil); resp.StatusCode != 405 {
-		t.Fatalf("PATCH: %d", resp.StatusCode)
+	// PATCH: AssetTag is writable, under If-Match; the answer is the
+	// updated resource with a new ETag.
+	resp, doc = c.do("GET", sysURI, nil, nil)
+	etag = resp.Header.Get("ETag")
+	resp, doc = c.do("PATCH", sysURI, map[string]string{"AssetTag": "rack 7"}, map[string]string{"If-Match": etag})
+	if resp.StatusCode != 200 || doc["AssetTag"] != "rack 7" || resp.Header.Get("ETag") == etag || doc["@odata.etag"] != resp.Header.Get("ETag") {
+		t.Fatalf("PATCH AssetTag: %d %v etag %q (was %q)", resp.StatusCode, doc["AssetTag"], resp.Header.Get("ETag"), etag)
+	}
+	if resp, doc = c.do("PATCH", sysURI, map[string]string{"AssetTag": "rack 8"}, map[string]string{"If-Match": etag}); resp.StatusCode != 412 {
+		t.Fatalf("PATCH with a stale ETag: %d", resp.StatusCode)
+	}
+	wantError(t, doc, "PreconditionFailed")
+	if _, doc = c.do("GET", sysURI, nil, nil); doc["AssetTag"] != "rack 7" {
+		t.Fatalf("a refused PATCH changed AssetTag to %v", doc["AssetTag"])
+	}
+	resp, doc = c.do("PATCH", sysURI, map[string]string{"PowerState": "Off"}, nil)
+	if resp.StatusCode != 400 || sim.PowerState("") != "Off" {
+		t.Fatalf("PATCH PowerState: %d", resp.StatusCode)
+	}
+	wantError(t, doc, "PropertyNotWritable")
+	if resp, _ = c.do("PATCH", "/redfish/v1/Chassis/1U", map[string]string{"AssetTag": "x"}, nil); resp.StatusCode != 405 {
+		t.Fatalf("PATCH on a read-only resource: %d", resp.StatusCode)
 	}
 
 	ro := &client{t: t, base: c.base}
@@ -201,6 +221,11 @@ func TestResetEtagAndErrors(t *testing.T) {
 	resp, doc = ro.do("POST", target, map[string]string{"ResetType": "On"}, nil)
 	if resp.StatusCode != 403 {
 		t.Fatalf("read-only reset: %d", resp.StatusCode)
+	}
+	wantError(t, doc, "InsufficientPrivilege")
+	resp, doc = ro.do("PATCH", sysURI, map[string]string{"AssetTag": "y"}, nil)
+	if resp.StatusCode != 403 {
+		t.Fatalf("read-only PATCH: %d", resp.StatusCode)
 	}
 	wantError(t, doc, "InsufficientPrivilege")
 }
