@@ -1,10 +1,11 @@
 // Package redfishsim is a Redfish BMC simulator faithful enough that a client
 // passing against it works on real BMCs: it serves DMTF's public-rackmount1
 // mockup and vendor-shaped variants of it (iDRAC, iLO, OpenBMC), with
-// sessions, Basic auth, etags, Redfish-form errors, ComputerSystem power state
-// with transition delays, asynchronous resets with task monitors, HTTPS with a
-// generated certificate, and fault injection. Power-off and power-on hooks let
-// tests and the demo power a simulated node off for real (kill its process).
+// sessions, Basic auth, etags (If-Match on resets and on PATCH of AssetTag),
+// Redfish-form errors, ComputerSystem power state with transition delays,
+// asynchronous resets with task monitors, HTTPS with a generated
+// certificate, and fault injection. Power-off and power-on hooks let tests
+// and the demo power a simulated node off for real (kill its process).
 //
 // Use New for an http.Handler, or Start to serve it on a loopback address.
 package redfishsim
