@@ -126,6 +126,14 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 		d.opts.SelfFence = func(reason string) { selfFence(cfg.Watchdog.Device, d.log, reason) }
 	}
 	peers := peersOf(cfg)
+	// The cluster key encrypts gossip and roots raft's mutual TLS.
+	var key []byte
+	if cfg.Gossip.KeyFile != "" {
+		var err error
+		if key, err = quorum.ReadKey(cfg.Gossip.KeyFile); err != nil {
+			return nil, err
+		}
+	}
 	reg := opts.Registry
 	if reg == nil {
 		reg = agents.Default
@@ -163,6 +171,7 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 
 	ro := opts.Raft
 	ro.Self, ro.Peers, ro.DataDir = cfg.Node, peers, cfg.DataDir
+	ro.Key, ro.Cluster = key, cfg.Cluster.Name
 	ro.Lease, ro.HistoryLimit, ro.Logger = cfg.Timing.Lease.D(), cfg.History.Limit, d.log.With("component", "raft")
 	r, err := quorum.OpenRaft(ro)
 	if err != nil {
@@ -171,7 +180,7 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 	}
 	d.raft = r
 	m, err := quorum.JoinMembership(quorum.MembershipOptions{
-		Self: cfg.Node, Peers: peers, KeyFile: cfg.Gossip.KeyFile, Transport: opts.GossipTransport,
+		Self: cfg.Node, Peers: peers, Key: key, Transport: opts.GossipTransport,
 		Logger: d.log, Handler: d.handleForward,
 	}, d.meta())
 	if err != nil {

@@ -41,7 +41,7 @@ type Member struct {
 type MembershipOptions struct {
 	Self    string
 	Peers   []Peer
-	KeyFile string // base64 AES key; "" = unencrypted
+	Key []byte // AES key (ReadKey); nil = unencrypted
 	Logger  *slog.Logger
 	// Transport replaces memberlist's UDP/TCP transport (in-process tests
 	// wrap the real one to cut links).
@@ -120,12 +120,8 @@ func JoinMembership(o MembershipOptions, initial Meta) (*Membership, error) {
 	if o.Transport != nil {
 		c.Transport = o.Transport
 	}
-	if o.KeyFile != "" {
-		key, err := readGossipKey(o.KeyFile)
-		if err != nil {
-			return nil, err
-		}
-		c.SecretKey = key
+	if o.Key != nil {
+		c.SecretKey = o.Key
 	}
 	ml, err := memberlist.Create(c)
 	if err != nil {
@@ -138,7 +134,9 @@ func JoinMembership(o MembershipOptions, initial Meta) (*Membership, error) {
 	return m, nil
 }
 
-func readGossipKey(path string) ([]byte, error) {
+// ReadKey reads the cluster key: base64 of 16, 24 or 32 bytes. It encrypts
+// and authenticates gossip and is the root of raft's TLS.
+func ReadKey(path string) ([]byte, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("gossip.key_file: %w", err)

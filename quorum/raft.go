@@ -35,6 +35,12 @@ type RaftOptions struct {
 	Transport raft.Transport
 	// InMemory keeps the log in memory (in-process tests only).
 	InMemory bool
+	// Key is the cluster key (the gossip key). With it, raft connections
+	// use mutual TLS rooted in the key (see clusterTLS); without, plain TCP.
+	Key []byte
+	// Cluster is the cluster's name; it is part of the TLS trust root, so
+	// two clusters sharing a key still cannot talk.
+	Cluster string
 }
 
 // Raft is the node's consensus engine with fenced's state machine.
@@ -146,10 +152,27 @@ func OpenRaft(o RaftOptions) (*Raft, error) {
 			closeAll()
 			return nil, fmt.Errorf("raft address %s: %w", self.Raft, err)
 		}
-		t, err := raft.NewTCPTransportWithLogger(self.Raft, addr, 3, 2*time.Second, hclogger(log, "raft-net"))
-		if err != nil {
-			closeAll()
-			return nil, fmt.Errorf("raft address %s: %w", self.Raft, err)
+		var t *raft.NetworkTransport
+		if o.Key != nil {
+			conf, err := clusterTLS(o.Key, o.Cluster, o.Self)
+			if err != nil {
+				closeAll()
+				return nil, err
+			}
+			stream, err := newTLSStream(self.Raft, addr, conf)
+			if err != nil {
+				closeAll()
+				return nil, fmt.Errorf("raft address %s: %w", self.Raft, err)
+			}
+			t = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+				Stream: stream, MaxPool: 3, Timeout: 2 * time.Second, Logger: hclogger(log, "raft-net"),
+			})
+		} else {
+			t, err = raft.NewTCPTransportWithLogger(self.Raft, addr, 3, 2*time.Second, hclogger(log, "raft-net"))
+			if err != nil {
+				closeAll()
+				return nil, fmt.Errorf("raft address %s: %w", self.Raft, err)
+			}
 		}
 		trans = t
 		closes = append([]func() error{t.Close}, closes...)

@@ -111,11 +111,13 @@ type API struct {
 // Gossip configures memberlist.
 type Gossip struct {
 	// KeyFile holds a base64 AES key (16, 24 or 32 bytes) that encrypts and
-	// authenticates gossip. Required unless Plaintext is set: gossip carries
-	// the requests forwarded to the leader, including a node's release of
-	// the storage, which lets a successor skip the fence.
+	// authenticates gossip and roots raft's mutual TLS. Required unless
+	// Plaintext is set: gossip carries the requests forwarded to the
+	// leader, including a node's release of the storage, which lets a
+	// successor skip the fence.
 	KeyFile string `yaml:"key_file"`
-	// Plaintext allows unencrypted, unauthenticated gossip (labs, tests).
+	// Plaintext allows unencrypted, unauthenticated gossip and raft (labs,
+	// tests).
 	Plaintext bool `yaml:"plaintext"`
 }
 
