@@ -39,10 +39,10 @@ type Member struct {
 
 // MembershipOptions configure gossip.
 type MembershipOptions struct {
-	Self    string
-	Peers   []Peer
-	Key []byte // AES key (ReadKey); nil = unencrypted
-	Logger  *slog.Logger
+	Self   string
+	Peers  []Peer
+	Key    []byte // AES key (ReadKey); nil = unencrypted
+	Logger *slog.Logger
 	// Transport replaces memberlist's UDP/TCP transport (in-process tests
 	// wrap the real one to cut links).
 	Transport memberlist.Transport
