@@ -24,6 +24,8 @@ const (
 	testDescribe   = "v9.8.7-3-g0123abc"
 	testPkgVersion = "9.8.7+git3.0123abc-1"
 	testEpoch      = "1700000000"
+	// testOldDescribe is the release an upgrade starts from.
+	testOldDescribe = "v9.8.6"
 )
 
 // shipped lists every path the packages must hold with its mode and type
@@ -138,6 +140,15 @@ func TestPackages(t *testing.T) {
 	}
 	t.Run("docs", func(t *testing.T) { checkDocs(t, repo, deb, debFiles, rpmFiles) })
 	t.Run("install", func(t *testing.T) { checkInstall(t, repo, deb) })
+	t.Run("upgrade", func(t *testing.T) {
+		old := t.TempDir()
+		cmd := exec.Command("make", "-C", repo, "package", "VERSION="+testOldDescribe, "DIST="+old)
+		cmd.Env = append(os.Environ(), "SOURCE_DATE_EPOCH="+testEpoch)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("make package (older version): %v\n%s", err, out)
+		}
+		checkUpgrade(t, onlyMatch(t, filepath.Join(old, "fenced_*.deb")), deb)
+	})
 }
 
 func onlyMatch(t *testing.T, pattern string) string {
@@ -415,6 +426,73 @@ func checkInstall(t *testing.T, repo, deb string) {
 		if _, err := os.Stat(p); !os.IsNotExist(err) {
 			t.Errorf("after dpkg -P: %s still there (%v)", p, err)
 		}
+	}
+}
+
+// checkUpgrade installs the older package, edits the configuration and
+// leaves raft state behind, then upgrades: the new binaries run, the edit
+// and the state are kept. A purge then removes the package but keeps the
+// raft state (a node must not forget its vote), as postremove promises.
+func checkUpgrade(t *testing.T, oldDeb, newDeb string) {
+	if os.Geteuid() != 0 {
+		t.Fatal("installing the .deb needs root (CI runs as root)")
+	}
+	groupExisted := exec.Command("getent", "group", "fenced").Run() == nil
+	t.Cleanup(func() {
+		exec.Command("dpkg", "-P", "fenced").Run()
+		os.RemoveAll("/var/lib/fenced")
+		if !groupExisted {
+			exec.Command("groupdel", "fenced").Run()
+		}
+	})
+	dpkg := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("dpkg", args...)
+		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("dpkg %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	dpkg("-i", oldDeb)
+	if out := run(t, "/usr/sbin/fenced", "version"); !strings.HasPrefix(out, "fenced "+testOldDescribe+" ") {
+		t.Fatalf("older package: fenced version %q", out)
+	}
+	conf := "/etc/fenced/fenced.yaml"
+	b, err := os.ReadFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit := append(b, []byte("# edited before the upgrade\n")...)
+	if err := os.WriteFile(conf, edit, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	state := "/var/lib/fenced/raft.db"
+	if err := os.WriteFile(state, []byte("votes and epochs"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	dpkg("-i", newDeb)
+	checkInstalledBinaries(t)
+	if v := run(t, "dpkg-query", "-W", "-f", "${Version} ${Status}", "fenced"); v != testPkgVersion+" install ok installed" {
+		t.Errorf("after the upgrade: %q", v)
+	}
+	if b, err := os.ReadFile(conf); err != nil || !bytes.Equal(b, edit) {
+		t.Errorf("after the upgrade: %s not kept as edited (err %v)", conf, err)
+	}
+	if b, err := os.ReadFile(state); err != nil || string(b) != "votes and epochs" {
+		t.Errorf("after the upgrade: %s lost (%q, %v)", state, b, err)
+	}
+	checkDir(t, "/var/lib/fenced", 0o700)
+
+	dpkg("-P", "fenced")
+	if _, err := os.Stat("/usr/sbin/fenced"); !os.IsNotExist(err) {
+		t.Errorf("after dpkg -P: /usr/sbin/fenced still there (%v)", err)
+	}
+	if _, err := os.Stat(conf); !os.IsNotExist(err) {
+		t.Errorf("after dpkg -P: %s still there (%v)", conf, err)
+	}
+	if b, err := os.ReadFile(state); err != nil || string(b) != "votes and epochs" {
+		t.Errorf("after dpkg -P: the raft state was removed (%q, %v); a node must not forget its vote", b, err)
 	}
 }
 
