@@ -126,17 +126,8 @@ func firstLine(s string) string {
 // (a secret counts as present through its _file or _script form), no unknown
 // names. It reports every problem at once.
 func Check(p Params, decl []Param) []error {
-	known := map[string]bool{"action": true, "nodename": true, "plug": true, "port": true}
 	var errs []error
 	for _, d := range decl {
-		known[d.Name] = true
-		for _, a := range d.Aliases {
-			known[a] = true
-		}
-		if d.Secret {
-			known[d.Name+"_file"] = true
-			known[d.Name+"_script"] = true
-		}
 		if !d.Required {
 			continue
 		}
@@ -148,6 +139,28 @@ func Check(p Params, decl []Param) []error {
 		}
 		errs = append(errs, fmt.Errorf("parameter %s: required", d.Name))
 	}
+	unknown := Undeclared(p, decl)
+	for _, name := range unknown {
+		errs = append(errs, fmt.Errorf("parameter %s: unknown", name))
+	}
+	return errs
+}
+
+// Undeclared lists, sorted, the names in p that decl does not declare
+// (counting aliases, the _file and _script forms of secrets, and the
+// target and action names every agent takes).
+func Undeclared(p Params, decl []Param) []string {
+	known := map[string]bool{"action": true, "nodename": true, "plug": true, "port": true}
+	for _, d := range decl {
+		known[d.Name] = true
+		for _, a := range d.Aliases {
+			known[a] = true
+		}
+		if d.Secret {
+			known[d.Name+"_file"] = true
+			known[d.Name+"_script"] = true
+		}
+	}
 	var unknown []string
 	for name := range p {
 		if !known[name] {
@@ -155,8 +168,5 @@ func Check(p Params, decl []Param) []error {
 		}
 	}
 	sort.Strings(unknown)
-	for _, name := range unknown {
-		errs = append(errs, fmt.Errorf("parameter %s: unknown", name))
-	}
-	return errs
+	return unknown
 }

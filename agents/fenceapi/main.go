@@ -90,6 +90,18 @@ func Main(ctx context.Context, reg *agents.Registry, name string, args []string,
 		return ExitFailure
 	}
 	ap := agentParams(p)
+	// As fence-agents do, ignore on stdin (with a warning) what the agent
+	// does not take: fencers such as Pacemaker pass generic options
+	// (shell_timeout, login_timeout …) to every agent. On the command line
+	// it is a mistake. The value is never echoed: it may be a secret.
+	for _, n := range agents.Undeclared(ap, k.Params) {
+		if len(args) > 0 {
+			fmt.Fprintf(stderr, "fenced agent %s: option --%s: unknown (see -o metadata)\n", name, strings.ReplaceAll(n, "_", "-"))
+			return ExitFailure
+		}
+		fmt.Fprintf(stderr, "fenced agent %s: ignoring parameter %s: not one of this agent's\n", name, n)
+		delete(ap, n)
+	}
 	agent, err := k.New(ap, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "fenced agent %s: %v\n", name, err)

@@ -209,7 +209,7 @@ func (f *fakeAgent) List(context.Context) ([]agents.Port, error) {
 func TestGenericBehaviour(t *testing.T) {
 	var last *fakeAgent
 	reg := agents.NewRegistry()
-	reg.Register(agents.Kind{Name: "fake", Description: "fake", Params: []agents.Param{{Name: "secret", Secret: true}, {Name: "fast", Type: "boolean"}},
+	reg.Register(agents.Kind{Name: "fake", Description: "fake", Params: []agents.Param{{Name: "secret", Secret: true}, {Name: "fast", Type: "boolean"}, {Name: "fail"}},
 		New: func(p agents.Params, _ *slog.Logger) (agents.Agent, error) {
 			last = &fakeAgent{p: p, state: agents.StateUnknown}
 			if p["fail"] == "unknown" {
@@ -246,6 +246,24 @@ func TestGenericBehaviour(t *testing.T) {
 	}
 	if code, _, _ := runMain(t, reg, "fake", nil, "action=on\n"); code != ExitOK || last.state != agents.StateOn {
 		t.Fatalf("on (the default action is reboot; on must be explicit): %d", code)
+	}
+	// What a fencer like Pacemaker passes to every agent: options this one
+	// does not take are ignored on stdin, with a warning that never shows
+	// the value; on the command line they are an error.
+	code, _, errOut := runMain(t, reg, "fake", nil, "action=on\nnodename=n1\nshell_timeout=20\nlogin_timeout=5\napi_token=Tok3n-value\n")
+	if code != ExitOK || last.state != agents.StateOn {
+		t.Fatalf("on with generic options: %d %q", code, errOut)
+	}
+	for _, n := range []string{"shell_timeout", "login_timeout", "api_token"} {
+		if _, ok := last.p[n]; ok || !strings.Contains(errOut, "ignoring parameter "+n) {
+			t.Fatalf("%s: passed to the agent (%v) or not warned about: %q", n, last.p, errOut)
+		}
+	}
+	if strings.Contains(errOut, "Tok3n-value") || last.p["plug"] != "n1" {
+		t.Fatalf("warning shows a value, or the target was dropped: %q %v", errOut, last.p)
+	}
+	if code, _, errOut := runMain(t, reg, "fake", []string{"-o", "on", "--shell-timeout=20"}, ""); code != ExitFailure {
+		t.Fatalf("unknown option on the command line: %d %q", code, errOut)
 	}
 }
 
