@@ -1,6 +1,7 @@
 package quorum
 
 import (
+	"log/slog"
 	"testing"
 	"time"
 
@@ -107,4 +108,40 @@ func TestContactAtLeaderChange(t *testing.T) {
 	if since, ok := nodes[old].SinceContact(old); !ok || since != 0 {
 		t.Errorf("%s about itself: %s %v", old, since, ok)
 	}
+}
+
+// TestLeaderPace: the leader heartbeats at leaderPace × the timeout its
+// followers use to detect it; a node that loses leadership goes back to
+// the followers' timeout, so its own detection stays fast.
+func TestLeaderPace(t *testing.T) {
+	const lease = 600 * time.Millisecond
+	hb := raftConfig("x", lease, slog.New(slog.DiscardHandler)).HeartbeatTimeout
+	nodes, trans := inmemCluster(t, 3, lease)
+	all := []string{"a", "b", "c"}
+	want := func(name string, d time.Duration) {
+		t.Helper()
+		deadline := time.Now().Add(2 * time.Second)
+		for nodes[name].r.ReloadableConfig().HeartbeatTimeout != d {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: heartbeat timeout %s, want %s", name, nodes[name].r.ReloadableConfig().HeartbeatTimeout, d)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	old := waitLeader(t, nodes, all, "")
+	var rest []string
+	for _, n := range all {
+		if n != old {
+			rest = append(rest, n)
+			want(n, hb)
+		}
+	}
+	want(old, leaderPace*hb)
+	for _, n := range rest {
+		trans[old].Disconnect(raft.ServerAddress(n))
+		trans[n].Disconnect(raft.ServerAddress(old))
+	}
+	next := waitLeader(t, nodes, rest, old)
+	want(next, leaderPace*hb)
+	want(old, hb) // stepped down: no leader contact, so it follows nobody
 }
