@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -88,9 +89,13 @@ func clusterTLS(key []byte, cluster, self string) (*tls.Config, error) {
 	}, nil
 }
 
+// handshakeTimeout bounds how long a connecting peer may take to prove it
+// holds the key; until then it holds only a goroutine and a socket.
+var handshakeTimeout = 10 * time.Second
+
 // tlsStream is a raft.StreamLayer speaking mutual TLS over TCP.
 type tlsStream struct {
-	net.Listener
+	ln        net.Listener
 	advertise net.Addr
 	conf      *tls.Config
 }
@@ -100,7 +105,41 @@ func newTLSStream(bind string, advertise net.Addr, conf *tls.Config) (*tlsStream
 	if err != nil {
 		return nil, err
 	}
-	return &tlsStream{Listener: tls.NewListener(ln, conf), advertise: advertise, conf: conf}, nil
+	return &tlsStream{ln: ln, advertise: advertise, conf: conf}, nil
+}
+
+// Accept returns the next connection. Its handshake runs on its first read,
+// in raft's goroutine for that connection (so a slow peer delays no one
+// else), within handshakeTimeout.
+func (s *tlsStream) Accept() (net.Conn, error) {
+	c, err := s.ln.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &serverConn{Conn: tls.Server(c, s.conf)}, nil
+}
+
+func (s *tlsStream) Close() error { return s.ln.Close() }
+
+// serverConn completes the TLS handshake under a deadline before the first
+// read, then reads without one (raft's connections idle between calls).
+type serverConn struct {
+	*tls.Conn
+	once sync.Once
+	err  error
+}
+
+func (c *serverConn) Read(b []byte) (int, error) {
+	c.once.Do(func() {
+		c.Conn.SetDeadline(time.Now().Add(handshakeTimeout))
+		if c.err = c.Conn.Handshake(); c.err == nil {
+			c.err = c.Conn.SetDeadline(time.Time{})
+		}
+	})
+	if c.err != nil {
+		return 0, c.err
+	}
+	return c.Conn.Read(b)
 }
 
 // Dial connects to a peer; the timeout covers the TLS handshake.

@@ -145,3 +145,26 @@ func TestRaftTLSRawClient(t *testing.T) {
 		t.Fatalf("term moved %d → %d", term, got)
 	}
 }
+
+// TestRaftTLSHandshakeTimeout: a connection that never starts its TLS
+// handshake is closed after handshakeTimeout instead of being held.
+func TestRaftTLSHandshakeTimeout(t *testing.T) {
+	defer func(d time.Duration) { handshakeTimeout = d }(handshakeTimeout)
+	handshakeTimeout = 300 * time.Millisecond
+	nodes, peers := tcpCluster(t, "prod", keyA, keyA, keyA)
+	waitLeader(t, nodes, []string{"a", "b", "c"}, "")
+	conn, err := net.Dial("tcp", peers[0].Raft)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	start := time.Now()
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err = conn.Read(make([]byte, 1))
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatalf("a silent connection was held for %s", time.Since(start).Round(time.Millisecond))
+	}
+	if el := time.Since(start); el < 250*time.Millisecond || el > 3*time.Second {
+		t.Fatalf("closed after %s (err %v), want about %s", el.Round(time.Millisecond), err, handshakeTimeout)
+	}
+}
