@@ -3,8 +3,6 @@ package quorum
 import (
 	"sync"
 	"time"
-
-	"github.com/hashicorp/raft"
 )
 
 // contactTracker remembers, per leader, when this node last heard from it,
@@ -16,25 +14,6 @@ type contactTracker struct {
 	mu   sync.Mutex
 	last map[string]Mono
 	prev string
-	obs  *raft.Observer
-}
-
-// trackContacts samples raft's leader and last contact at every leader
-// change, synchronously, inside raft's own call that records the change
-// (the observer's filter runs there, and returns false so nothing is
-// queued). At that moment raft's last contact is still the departing
-// leader's, so the record is exact; no polling is needed, and SinceContact
-// samples afresh for the current leader.
-func (q *Raft) trackContacts() {
-	t := &contactTracker{last: map[string]Mono{}}
-	q.contacts = t
-	t.obs = raft.NewObserver(nil, false, func(o *raft.Observation) bool {
-		if _, ok := o.Data.(raft.LeaderObservation); ok {
-			q.sampleContact()
-		}
-		return false
-	})
-	q.r.RegisterObserver(t.obs)
 }
 
 // sampleContact records raft's current leader and last contact.
@@ -56,7 +35,7 @@ func (q *Raft) sampleContact() {
 		// The leader changed since the last sample: the old one may have
 		// made contact after it. raft's last contact only moves forward,
 		// so it is at or after any such contact: a safe bound, and exact
-		// when taken at the change itself (trackContacts).
+		// when taken at the change itself (onLeaderChange).
 		t.last[t.prev] = at
 	}
 	t.prev = string(id)
@@ -81,5 +60,3 @@ func (q *Raft) SinceContact(leader string) (time.Duration, bool) {
 	}
 	return Since(at), true
 }
-
-func (q *Raft) untrackContacts() { q.r.DeregisterObserver(q.contacts.obs) }

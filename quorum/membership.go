@@ -78,12 +78,7 @@ func JoinMembership(o MembershipOptions, initial Meta) (*Membership, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	var self *Peer
-	for i := range o.Peers {
-		if o.Peers[i].Name == o.Self {
-			self = &o.Peers[i]
-		}
-	}
+	self := findPeer(o.Peers, o.Self)
 	if self == nil {
 		return nil, fmt.Errorf("gossip: node %q is not among the configured nodes", o.Self)
 	}

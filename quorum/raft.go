@@ -21,6 +21,16 @@ type Peer struct {
 	Gossip string // host:port
 }
 
+// findPeer returns the peer called name, or nil.
+func findPeer(peers []Peer, name string) *Peer {
+	for i := range peers {
+		if peers[i].Name == name {
+			return &peers[i]
+		}
+	}
+	return nil
+}
+
 // RaftOptions configure the consensus side of a node.
 type RaftOptions struct {
 	Self    string
@@ -53,7 +63,8 @@ type Raft struct {
 	log   *slog.Logger
 
 	contacts *contactTracker
-	pacer    *raft.Observer
+	hb       time.Duration  // raft's heartbeat timeout when not leading
+	changes  *raft.Observer // see onLeaderChange
 }
 
 // raftConfig derives raft's timings from the lease. Followers notice a dead
@@ -97,12 +108,7 @@ func OpenRaft(o RaftOptions) (*Raft, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	var self *Peer
-	for i := range o.Peers {
-		if o.Peers[i].Name == o.Self {
-			self = &o.Peers[i]
-		}
-	}
+	self := findPeer(o.Peers, o.Self)
 	if self == nil {
 		return nil, fmt.Errorf("raft: node %q is not among the configured nodes", o.Self)
 	}
@@ -206,8 +212,10 @@ func OpenRaft(o RaftOptions) (*Raft, error) {
 		return nil, fmt.Errorf("raft: %w", err)
 	}
 	q := &Raft{r: r, fsm: fsm, self: o.Self, trans: trans, close: closeAll, log: log}
-	q.trackContacts()
-	q.paceHeartbeats(conf.HeartbeatTimeout)
+	q.contacts = &contactTracker{last: map[string]Mono{}}
+	q.hb = conf.HeartbeatTimeout
+	q.changes = raft.NewObserver(nil, false, q.onLeaderChange)
+	q.r.RegisterObserver(q.changes)
 	return q, nil
 }
 
@@ -295,8 +303,7 @@ func (q *Raft) TransferLeadershipTo(name, addr string) error {
 
 // Shutdown stops raft and closes the stores.
 func (q *Raft) Shutdown() error {
-	q.untrackContacts()
-	q.r.DeregisterObserver(q.pacer)
+	q.r.DeregisterObserver(q.changes)
 	err := q.r.Shutdown().Error()
 	return errors.Join(err, q.close())
 }
@@ -309,28 +316,29 @@ func (q *Raft) Shutdown() error {
 // AppendEntries that also count as contact. It halves the idle traffic.
 const leaderPace = 2
 
-// paceHeartbeats switches raft's heartbeat timeout at every leader change
-// of this node: leaderPace × hb while it leads, hb otherwise, so detection
-// by the followers keeps its speed. The switch runs in raft's own call that
-// records the change (see trackContacts).
-func (q *Raft) paceHeartbeats(hb time.Duration) {
-	q.pacer = raft.NewObserver(nil, false, func(o *raft.Observation) bool {
-		lo, ok := o.Data.(raft.LeaderObservation)
-		if !ok {
-			return false
-		}
-		t := hb
-		if string(lo.LeaderID) == q.self {
-			t = leaderPace * hb
-		}
-		rc := q.r.ReloadableConfig()
-		if rc.HeartbeatTimeout != t {
-			rc.HeartbeatTimeout, rc.ElectionTimeout = t, t
-			if err := q.r.ReloadConfig(rc); err != nil {
-				q.log.Warn("raft: heartbeat pace", "err", err)
-			}
-		}
+// onLeaderChange runs inside raft's own call that records a leader change
+// (as an observer's filter; it returns false, so nothing is queued):
+//   - it samples raft's leader and last contact: at that moment the last
+//     contact is still the departing leader's, so the contact tracker's
+//     record is exact and needs no polling (SinceContact samples afresh
+//     for the current leader);
+//   - it paces heartbeats: leaderPace × hb while this node leads, hb
+//     otherwise, so detection by followers keeps its speed.
+func (q *Raft) onLeaderChange(o *raft.Observation) bool {
+	lo, ok := o.Data.(raft.LeaderObservation)
+	if !ok {
 		return false
-	})
-	q.r.RegisterObserver(q.pacer)
+	}
+	q.sampleContact()
+	t := q.hb
+	if string(lo.LeaderID) == q.self {
+		t = leaderPace * q.hb
+	}
+	if rc := q.r.ReloadableConfig(); rc.HeartbeatTimeout != t {
+		rc.HeartbeatTimeout, rc.ElectionTimeout = t, t
+		if err := q.r.ReloadConfig(rc); err != nil {
+			q.log.Warn("raft: heartbeat pace", "err", err)
+		}
+	}
+	return false
 }
