@@ -466,16 +466,8 @@ func (s *Sim) route(w http.ResponseWriter, r *http.Request) {
 // writable here. If-Match is honoured (412 on a stale ETag), and the
 // answer is the updated resource.
 func (s *Sim) patchSystem(w http.ResponseWriter, r *http.Request, sys *system, se *session) {
-	if se.role == RoleReadOnly {
-		writeError(w, http.StatusForbidden, "InsufficientPrivilege",
-			"There are insufficient privileges for the account or credentials associated with the current session to perform the requested operation.")
-		return
-	}
-	raw, err := io.ReadAll(io.LimitReader(r.Body, 1<<16))
-	var body map[string]any
-	if err != nil || json.Unmarshal(raw, &body) != nil {
-		writeError(w, http.StatusBadRequest, "MalformedJSON",
-			"The request body submitted was malformed JSON and could not be parsed by the receiving service.")
+	body, ok := writeRequest(w, r, se)
+	if !ok {
 		return
 	}
 	var asset string
@@ -494,10 +486,9 @@ func (s *Sim) patchSystem(w http.ResponseWriter, r *http.Request, sys *system, s
 		asset = str
 	}
 	s.mu.Lock()
-	if m := r.Header.Get("If-Match"); m != "" && m != "*" && m != etagOf(s.systemDocLocked(sys)) {
+	if s.ifMatchFailsLocked(r, sys, false) {
 		s.mu.Unlock()
-		writeError(w, http.StatusPreconditionFailed, "PreconditionFailed",
-			"The ETag supplied did not match the ETag required to change this resource.")
+		preconditionFailed(w)
 		return
 	}
 	if _, ok := body["AssetTag"]; ok {
@@ -506,6 +497,38 @@ func (s *Sim) patchSystem(w http.ResponseWriter, r *http.Request, sys *system, s
 	doc := s.systemDocLocked(sys)
 	s.mu.Unlock()
 	s.writeDoc(w, doc)
+}
+
+// writeRequest admits a request that changes something: the session may
+// write, and the body is a JSON object (read up to 64 KiB). Otherwise it
+// answers the Redfish error and returns false.
+func writeRequest(w http.ResponseWriter, r *http.Request, se *session) (map[string]any, bool) {
+	if se.role == RoleReadOnly {
+		writeError(w, http.StatusForbidden, "InsufficientPrivilege",
+			"There are insufficient privileges for the account or credentials associated with the current session to perform the requested operation.")
+		return nil, false
+	}
+	raw, err := io.ReadAll(io.LimitReader(r.Body, 1<<16))
+	var body map[string]any
+	if err != nil || json.Unmarshal(raw, &body) != nil {
+		writeError(w, http.StatusBadRequest, "MalformedJSON",
+			"The request body submitted was malformed JSON and could not be parsed by the receiving service.")
+		return nil, false
+	}
+	return body, true
+}
+
+// ifMatchFailsLocked reports whether the request's If-Match (other than
+// "*") does not match sys's ETag, or carries one at all when refuseAll (a
+// BMC that takes no If-Match on the request). s.mu must be held.
+func (s *Sim) ifMatchFailsLocked(r *http.Request, sys *system, refuseAll bool) bool {
+	m := r.Header.Get("If-Match")
+	return m != "" && m != "*" && (refuseAll || m != etagOf(s.systemDocLocked(sys)))
+}
+
+func preconditionFailed(w http.ResponseWriter) {
+	writeError(w, http.StatusPreconditionFailed, "PreconditionFailed",
+		"The ETag supplied did not match the ETag required to change this resource.")
 }
 
 func allowMethods(w http.ResponseWriter, r *http.Request, methods ...string) bool {
@@ -772,16 +795,8 @@ func (s *Sim) reset(w http.ResponseWriter, r *http.Request, sysURI string, se *s
 	if !allowMethods(w, r, http.MethodPost) {
 		return
 	}
-	if se.role == RoleReadOnly {
-		writeError(w, http.StatusForbidden, "InsufficientPrivilege",
-			"There are insufficient privileges for the account or credentials associated with the current session to perform the requested operation.")
-		return
-	}
-	raw, err := io.ReadAll(io.LimitReader(r.Body, 1<<16))
-	var body map[string]any
-	if err != nil || json.Unmarshal(raw, &body) != nil {
-		writeError(w, http.StatusBadRequest, "MalformedJSON",
-			"The request body submitted was malformed JSON and could not be parsed by the receiving service.")
+	body, ok := writeRequest(w, r, se)
+	if !ok {
 		return
 	}
 	for k := range body {
@@ -816,10 +831,9 @@ func (s *Sim) reset(w http.ResponseWriter, r *http.Request, sysURI string, se *s
 		s.edits++
 		sys.asset, sys.edited = fmt.Sprintf("edited-%d", s.edits), true
 	}
-	if m := r.Header.Get("If-Match"); m != "" && m != "*" && (s.faults.RejectIfMatch || m != etagOf(s.systemDocLocked(sys))) {
+	if s.ifMatchFailsLocked(r, sys, s.faults.RejectIfMatch) {
 		s.mu.Unlock()
-		writeError(w, http.StatusPreconditionFailed, "PreconditionFailed",
-			"The ETag supplied did not match the ETag required to change this resource.")
+		preconditionFailed(w)
 		return
 	}
 	var steps []string
