@@ -342,34 +342,49 @@ func gunzip(b []byte) ([]byte, error) {
 // checkInstall installs the .deb, runs what it installed, verifies the unit,
 // removes it (the edited conffile stays), reinstalls, and purges. It never
 // starts the service, and leaves the machine as it found it.
-func checkInstall(t *testing.T, repo, deb string) {
+// prepareInstall makes sure the machine has no fenced package or state of
+// its own (the test will not touch them) and leaves it as it found it: the package
+// purged, raft state a test left removed, the group deleted if the test
+// created it. It reports whether the group existed before.
+func prepareInstall(t *testing.T) (groupExisted bool) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Fatal("installing the .deb needs root (CI runs as root)")
 	}
 	if st, err := exec.Command("dpkg-query", "-W", "-f", "${Status}", "fenced").Output(); err == nil && len(st) > 0 && !strings.Contains(string(st), "not-installed") {
 		t.Fatalf("a fenced package is already on this machine (%s); not touching it — purge it to run this test", st)
 	}
-	groupExisted := exec.Command("getent", "group", "fenced").Run() == nil
+	if _, err := os.Stat("/var/lib/fenced"); err == nil {
+		t.Fatal("/var/lib/fenced exists on this machine (a node's raft state?); not touching it — move it away to run this test")
+	}
+	groupExisted = exec.Command("getent", "group", "fenced").Run() == nil
 	t.Cleanup(func() {
 		if out, err := exec.Command("dpkg", "-P", "fenced").CombinedOutput(); err != nil {
 			t.Errorf("cleanup: dpkg -P fenced: %v\n%s", err, out)
 		}
+		os.RemoveAll("/var/lib/fenced")
 		if !groupExisted {
 			if out, err := exec.Command("groupdel", "fenced").CombinedOutput(); err != nil {
 				t.Errorf("cleanup: groupdel fenced: %v\n%s", err, out)
 			}
 		}
 	})
+	return groupExisted
+}
 
-	dpkg := func(args ...string) {
-		t.Helper()
-		cmd := exec.Command("dpkg", args...)
-		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("dpkg %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
+// dpkg runs dpkg non-interactively; a failure ends the test.
+func dpkg(t *testing.T, args ...string) {
+	t.Helper()
+	cmd := exec.Command("dpkg", args...)
+	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("dpkg %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
-	dpkg("-i", deb)
+}
+
+func checkInstall(t *testing.T, repo, deb string) {
+	groupExisted := prepareInstall(t)
+	dpkg(t, "-i", deb)
 
 	checkInstalledBinaries(t)
 	group := strings.Split(strings.TrimSpace(run(t, "getent", "group", "fenced")), ":")
@@ -399,7 +414,7 @@ func checkInstall(t *testing.T, repo, deb string) {
 	if err := os.WriteFile(conf, edit, 0o640); err != nil {
 		t.Fatal(err)
 	}
-	dpkg("-r", "fenced")
+	dpkg(t, "-r", "fenced")
 	for _, p := range []string{"/usr/sbin/fenced", "/usr/bin/fencectl", "/usr/lib/systemd/system/fenced.service"} {
 		if _, err := os.Stat(p); !os.IsNotExist(err) {
 			t.Errorf("after dpkg -r: %s still there (%v)", p, err)
@@ -413,7 +428,7 @@ func checkInstall(t *testing.T, repo, deb string) {
 	}
 
 	// Reinstall: works, and keeps the edited configuration.
-	dpkg("-i", deb)
+	dpkg(t, "-i", deb)
 	checkInstalledBinaries(t)
 	if b, err := os.ReadFile(conf); err != nil || !bytes.Equal(b, edit) {
 		t.Errorf("after reinstall: %s not kept as edited (err %v)", conf, err)
@@ -421,7 +436,7 @@ func checkInstall(t *testing.T, repo, deb string) {
 
 	// Purge: nothing of the package is left (the group stays by policy;
 	// the cleanup removes it if this test created it).
-	dpkg("-P", "fenced")
+	dpkg(t, "-P", "fenced")
 	for _, p := range []string{conf, "/etc/fenced", "/var/lib/fenced", "/run/fenced", "/usr/lib/fenced", "/usr/sbin/fenced"} {
 		if _, err := os.Stat(p); !os.IsNotExist(err) {
 			t.Errorf("after dpkg -P: %s still there (%v)", p, err)
@@ -434,26 +449,8 @@ func checkInstall(t *testing.T, repo, deb string) {
 // and the state are kept. A purge then removes the package but keeps the
 // raft state (a node must not forget its vote), as postremove promises.
 func checkUpgrade(t *testing.T, oldDeb, newDeb string) {
-	if os.Geteuid() != 0 {
-		t.Fatal("installing the .deb needs root (CI runs as root)")
-	}
-	groupExisted := exec.Command("getent", "group", "fenced").Run() == nil
-	t.Cleanup(func() {
-		exec.Command("dpkg", "-P", "fenced").Run()
-		os.RemoveAll("/var/lib/fenced")
-		if !groupExisted {
-			exec.Command("groupdel", "fenced").Run()
-		}
-	})
-	dpkg := func(args ...string) {
-		t.Helper()
-		cmd := exec.Command("dpkg", args...)
-		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("dpkg %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
-	dpkg("-i", oldDeb)
+	prepareInstall(t)
+	dpkg(t, "-i", oldDeb)
 	if out := run(t, "/usr/sbin/fenced", "version"); !strings.HasPrefix(out, "fenced "+testOldDescribe+" ") {
 		t.Fatalf("older package: fenced version %q", out)
 	}
@@ -471,7 +468,7 @@ func checkUpgrade(t *testing.T, oldDeb, newDeb string) {
 		t.Fatal(err)
 	}
 
-	dpkg("-i", newDeb)
+	dpkg(t, "-i", newDeb)
 	checkInstalledBinaries(t)
 	if v := run(t, "dpkg-query", "-W", "-f", "${Version} ${Status}", "fenced"); v != testPkgVersion+" install ok installed" {
 		t.Errorf("after the upgrade: %q", v)
@@ -484,7 +481,7 @@ func checkUpgrade(t *testing.T, oldDeb, newDeb string) {
 	}
 	checkDir(t, "/var/lib/fenced", 0o700)
 
-	dpkg("-P", "fenced")
+	dpkg(t, "-P", "fenced")
 	if _, err := os.Stat("/usr/sbin/fenced"); !os.IsNotExist(err) {
 		t.Errorf("after dpkg -P: /usr/sbin/fenced still there (%v)", err)
 	}
