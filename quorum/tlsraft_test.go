@@ -20,17 +20,23 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// tcpCluster opens nodes a, b, c on loopback TCP; keys[i] is node i's
-// cluster key (nil: plain TCP).
-func tcpCluster(t *testing.T, cluster string, keys ...[]byte) (map[string]*Raft, []Peer) {
+// trust is what a node's raft TLS is rooted in: a cluster name and a key
+// (nil: plain TCP).
+type trust struct {
+	cluster string
+	key     []byte
+}
+
+// tcpCluster opens nodes a, b, c … on loopback TCP, node i with trusts[i].
+func tcpCluster(t *testing.T, trusts ...trust) (map[string]*Raft, []Peer) {
 	t.Helper()
 	var peers []Peer
-	for i := range keys {
+	for i := range trusts {
 		peers = append(peers, Peer{Name: string(rune('a' + i)), Raft: freeAddr(t)})
 	}
 	nodes := map[string]*Raft{}
 	for i, p := range peers {
-		q, err := OpenRaft(RaftOptions{Self: p.Name, Peers: peers, Lease: 600 * time.Millisecond, InMemory: true, Key: keys[i], Cluster: cluster})
+		q, err := OpenRaft(RaftOptions{Self: p.Name, Peers: peers, Lease: 600 * time.Millisecond, InMemory: true, Key: trusts[i].key, Cluster: trusts[i].cluster})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -43,12 +49,13 @@ func tcpCluster(t *testing.T, cluster string, keys ...[]byte) (map[string]*Raft,
 var (
 	keyA = bytes.Repeat([]byte{7}, 32)
 	keyB = bytes.Repeat([]byte{8}, 32)
+	prod = trust{"prod", keyA}
 )
 
 // TestRaftTLS: nodes holding the cluster key elect a leader and replicate
 // over mutual TLS.
 func TestRaftTLS(t *testing.T) {
-	nodes, _ := tcpCluster(t, "prod", keyA, keyA, keyA)
+	nodes, _ := tcpCluster(t, prod, prod, prod)
 	l := waitLeader(t, nodes, []string{"a", "b", "c"}, "")
 	res, err := nodes[l].Apply(Command{Op: OpAcquire, Node: l, Time: time.Now()}, time.Second)
 	if err != nil {
@@ -68,31 +75,14 @@ func TestRaftTLS(t *testing.T) {
 func TestRaftTLSRefusesOutsiders(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
-		cluster3 string // the third node's cluster name
-		key3     []byte
+		outsider trust
 	}{
-		{"other-key", "prod", keyB},
-		{"other-cluster", "test", keyA},
-		{"plaintext", "prod", nil},
+		{"other-key", trust{"prod", keyB}},
+		{"other-cluster", trust{"test", keyA}},
+		{"plaintext", trust{"prod", nil}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var peers []Peer
-			for _, n := range []string{"a", "b", "c"} {
-				peers = append(peers, Peer{Name: n, Raft: freeAddr(t)})
-			}
-			nodes := map[string]*Raft{}
-			for i, p := range peers {
-				key, cluster := keyA, "prod"
-				if i == 2 {
-					key, cluster = tc.key3, tc.cluster3
-				}
-				q, err := OpenRaft(RaftOptions{Self: p.Name, Peers: peers, Lease: 600 * time.Millisecond, InMemory: true, Key: key, Cluster: cluster})
-				if err != nil {
-					t.Fatal(err)
-				}
-				nodes[p.Name] = q
-				t.Cleanup(func() { q.Shutdown() })
-			}
+			nodes, _ := tcpCluster(t, prod, prod, tc.outsider)
 			l := waitLeader(t, nodes, []string{"a", "b"}, "")
 			term := nodes[l].Term()
 			// The outsider keeps timing out and asking for votes; with a
@@ -114,7 +104,7 @@ func TestRaftTLSRefusesOutsiders(t *testing.T) {
 // TestRaftTLSRawClient: a plain TCP raft client, or a TLS client without
 // the cluster's certificate, gets no answer from a member.
 func TestRaftTLSRawClient(t *testing.T) {
-	nodes, peers := tcpCluster(t, "prod", keyA, keyA, keyA)
+	nodes, peers := tcpCluster(t, prod, prod, prod)
 	waitLeader(t, nodes, []string{"a", "b", "c"}, "")
 	target := peers[0]
 	term := nodes[target.Name].Term()
@@ -151,7 +141,7 @@ func TestRaftTLSRawClient(t *testing.T) {
 func TestRaftTLSHandshakeTimeout(t *testing.T) {
 	defer func(d time.Duration) { handshakeTimeout = d }(handshakeTimeout)
 	handshakeTimeout = 300 * time.Millisecond
-	nodes, peers := tcpCluster(t, "prod", keyA, keyA, keyA)
+	nodes, peers := tcpCluster(t, prod, prod, prod)
 	waitLeader(t, nodes, []string{"a", "b", "c"}, "")
 	conn, err := net.Dial("tcp", peers[0].Raft)
 	if err != nil {
