@@ -231,13 +231,7 @@ func TestReplacedDisk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var f *devcluster.Node
-	for _, n := range c.Nodes {
-		if n != p {
-			f = n
-			break
-		}
-	}
+	f := c.Other(p)
 	f.Kill()
 	data := filepath.Join(c.Opts.Dir, f.Name+"-data")
 	if err := os.RemoveAll(data); err != nil {

@@ -127,12 +127,7 @@ func TestStorageLateWriteRejected(t *testing.T) {
 	p, e1 := primaryWriting(t, c)
 	c.BMCs[p.Index].SetIgnorePowerOff(true)
 	p.Signal(syscall.SIGSTOP)
-	var other *devcluster.Node
-	for _, n := range c.Nodes {
-		if n != p {
-			other = n
-		}
-	}
+	other := c.Other(p)
 	// Blocked: the fence is acknowledged but never reads back off.
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -201,12 +196,7 @@ func TestStorageBlockedThenConfirm(t *testing.T) {
 	c.BMCs[p.Index].SetSilent(true)
 	p.Kill() // the node dies; its BMC no longer answers
 	killed := time.Now()
-	var other *devcluster.Node
-	for _, n := range c.Nodes {
-		if n != p {
-			other = n
-		}
-	}
+	other := c.Other(p)
 	sawBlocked := false
 	for time.Since(killed) < 3*fenceTimeout+2*time.Second {
 		if w := writers(c, killed); len(w) > 0 {
@@ -275,12 +265,7 @@ func TestHistorySurvives(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var victim *devcluster.Node
-	for _, n := range c.Nodes {
-		if n != p {
-			victim = n
-		}
-	}
+	victim := c.Other(p)
 	cl := p.Client()
 	var rec stonith.Record
 	if err := cl.Do(ctxT(t, 20*time.Second), "POST", "/v1/fence", nil, daemon.AdminRequest{Node: victim.Name, Reason: "history-marker"}, &rec); err != nil {

@@ -182,12 +182,7 @@ func TestMetricsDuringFence(t *testing.T) {
 			t.Errorf("metrics lack %q", want)
 		}
 	}
-	var victim *devcluster.Node
-	for _, n := range c.Nodes {
-		if n != p {
-			victim = n
-		}
-	}
+	victim := c.Other(p)
 	cl := p.Client()
 	defer cl.Close()
 	if err := cl.Do(context.Background(), "POST", "/v1/fence", nil, daemon.AdminRequest{Node: victim.Name}, nil); err != nil {

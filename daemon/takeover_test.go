@@ -72,12 +72,7 @@ func TestKillFenceTakeover(t *testing.T) {
 	}
 	// Unfence through the API of a node that is not the primary: the
 	// request is forwarded to the primary-elect.
-	var other *devcluster.Node
-	for _, n := range c.Nodes {
-		if n != p && n != q {
-			other = n
-		}
-	}
+	other := c.Other(p, q)
 	cl := other.Client()
 	defer cl.Close()
 	var rec stonith.Record

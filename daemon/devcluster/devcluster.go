@@ -414,6 +414,18 @@ func (n *Node) Status(ctx context.Context) (daemon.Status, error) {
 // Client returns an API client for the node.
 func (n *Node) Client() *apiclient.Client { return apiclient.New(n.Socket) }
 
+// Other returns a node that is none of skip (the last such in Nodes), or
+// nil.
+func (c *Cluster) Other(skip ...*Node) *Node {
+	var other *Node
+	for _, n := range c.Nodes {
+		if !contains(skip, n) {
+			other = n
+		}
+	}
+	return other
+}
+
 // Primary polls the running nodes until exactly one reports that it is
 // acting as primary with a lease, and returns it with its epoch. Nodes in
 // skip are not asked (e.g. a paused one).
