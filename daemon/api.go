@@ -139,12 +139,8 @@ func (d *Daemon) StatusNow() Status {
 	s.Quorum.Have = s.Quorum.Leader != "" && seen >= s.Quorum.Needed
 	s.Primary = PrimaryInfo{Node: st.Holder, Epoch: st.Epoch, State: st.HolderState, Blocked: st.HolderState == quorum.HolderBlocked,
 		Reason: st.Reason, Previous: st.Previous, Unconfirmed: st.Unconfirmed}
-	left := quorum.Mono(d.leaseUntil.Load()).Sub(quorum.Now())
-	if left < 0 || d.epoch.Load() == 0 {
-		left = 0
-	}
-	s.Self = SelfStatus{Role: d.Role(), Acting: d.Acting(), Epoch: d.epoch.Load(), KnownEpoch: st.Epoch,
-		LeaseLeftSec: left.Seconds(), Storage: d.storage.Load().(string), Raft: d.raft.RaftState(), Term: d.raft.Term(),
+	s.Self = SelfStatus{Role: d.Role(), Acting: d.Acting(), Epoch: d.Epoch(), KnownEpoch: st.Epoch,
+		LeaseLeftSec: d.LeaseLeft().Seconds(), Storage: d.Storage(), Raft: d.raft.RaftState(), Term: d.raft.Term(),
 		Standby: st.Standby[d.self]}
 	return s
 }
