@@ -26,6 +26,7 @@ func Kind() agents.Kind {
 	return agents.Kind{
 		Name:        "redfish",
 		Description: "Fence agent for Redfish BMCs (iDRAC, iLO, XCC, OpenBMC): ComputerSystem.Reset with read-back",
+		VendorURL:   "https://www.dmtf.org/standards/redfish",
 		Params:      params,
 		New: func(p agents.Params, log *slog.Logger) (agents.Agent, error) {
 			return New(p, log)
