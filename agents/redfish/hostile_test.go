@@ -120,6 +120,11 @@ func TestHostileLinks(t *testing.T) {
 			t.Run(hostileName(tc.link, tc.basic)+"/"+form, func(t *testing.T) { testHostileLink(t, tc.link, tc.profile, tc.names, tc.basic, form) })
 		}
 	}
+	logSink.Lock()
+	defer logSink.Unlock()
+	if strings.Contains(logSink.String(), secret) {
+		t.Fatal("the password appears in the logs")
+	}
 }
 
 func testHostileLink(t *testing.T, kind redfishsim.Link, profile, names string, basic bool, form string) {
