@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	"github.com/fenced/fenced/agents"
+	"github.com/fenced/fenced/daemon/api"
+	"github.com/fenced/fenced/quorum"
 	"github.com/fenced/fenced/stonith"
 )
 
@@ -41,29 +42,28 @@ type TargetStatus struct {
 func (d *Daemon) adminRoutes(mux *http.ServeMux) {
 	post := func(method string) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
-			var req AdminRequest
-			if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
-				writeError(w, http.StatusBadRequest, "bad-request", fmt.Errorf("request body: %w", err))
+			body, _ := io.ReadAll(r.Body) // read and bounded by readBody
+			req, err := api.DecodeAdminRequest(body)
+			if err != nil {
+				writeError(w, http.StatusBadRequest, api.CodeBadRequest, err)
 				return
 			}
 			// Who asked is what the kernel says, not what the client claims.
 			req.RequestedBy = "fencectl@" + d.self
 			if u := peerUser(r.Context()); u != "" {
-				req.RequestedBy = u + "@" + d.self
+				req.RequestedBy = api.CleanText(u) + "@" + d.self
 			}
-			ctx, cancel := context.WithTimeout(r.Context(), 10*time.Minute)
+			ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
 			defer cancel()
 			out, err := d.admin(ctx, method, req)
-			var ue *userError
-			switch {
-			case errors.As(err, &ue):
-				writeError(w, http.StatusBadRequest, "refused", err)
-			case err != nil:
-				writeError(w, http.StatusServiceUnavailable, "failed", err)
-			default:
-				w.Header().Set("Content-Type", "application/json")
-				w.Write(out)
+			if err != nil {
+				status, code := adminErrorStatus(err)
+				writeError(w, status, code, err)
+				return
 			}
+			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(apiWriteTimeout))
+			w.Header().Set("Content-Type", "application/json")
+			w.Write(out)
 		}
 	}
 	mux.HandleFunc("POST /v1/fence", post(fwdFence))
@@ -78,12 +78,27 @@ func (d *Daemon) adminRoutes(mux *http.ServeMux) {
 		name := r.PathValue("name")
 		dev, ok := d.cfg.Devices[name]
 		if !ok {
-			writeError(w, http.StatusNotFound, "not-found", fmt.Errorf("unknown device %q", name))
+			writeError(w, http.StatusNotFound, api.CodeNotFound, fmt.Errorf("unknown device %q", name))
 			return
 		}
 		writeJSON(w, http.StatusOK, d.deviceStatus(r.Context(), name, dev.Agent))
 	})
 }
+
+// adminErrorStatus is the status and code of a failed admin request. A
+// refusal is the same answer whichever node was asked: one made by the
+// leader keeps its kind on the way back (quorum.RemoteError).
+func adminErrorStatus(err error) (int, string) {
+	var ue *userError
+	var re *quorum.RemoteError
+	if errors.As(err, &ue) || (errors.As(err, &re) && re.Kind == api.CodeRefused) {
+		return http.StatusBadRequest, api.CodeRefused
+	}
+	return http.StatusServiceUnavailable, api.CodeFailed
+}
+
+// ErrorKind travels with the error when it is forwarded between nodes.
+func (e *userError) ErrorKind() string { return api.CodeRefused }
 
 func (d *Daemon) devices() []Device {
 	var out []Device

@@ -1,8 +1,13 @@
 package daemon
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -10,20 +15,166 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/fenced/fenced/daemon/api"
 	"github.com/fenced/fenced/quorum"
 	"github.com/fenced/fenced/stonith"
 )
 
 // SchemaVersion of the JSON the API returns and `fencectl -o json` prints.
-const SchemaVersion = 1
+const SchemaVersion = api.SchemaVersion
+
+// AdminRequest is the body of the admin calls (package api holds the wire
+// types; the name stays here for the daemon's callers).
+type AdminRequest = api.AdminRequest
+
+// Bounds of the API server. The socket is local and only root and the
+// api.group may open it, but a stuck or broken client must still not hold
+// the daemon's descriptors or goroutines for ever.
+const (
+	apiMaxConns      = 64               // connections served at once; more wait in the kernel's backlog
+	apiHeaderTimeout = 5 * time.Second  // from connect to the end of the headers
+	apiBodyTimeout   = 10 * time.Second // for the whole request body
+	apiWriteTimeout  = 30 * time.Second // for writing an answer
+	apiIdleTimeout   = 30 * time.Second // keep-alive between requests
+	// A fence may legitimately run for minutes (every level, every
+	// device, retries): the handler, not a read deadline, bounds it.
+	adminTimeout = api.AdminTimeout
+)
+
+// newAPIServer is the HTTP server of the API socket.
+func (d *Daemon) newAPIServer() *http.Server {
+	return &http.Server{
+		Handler:           readBody(d.apiHandler()),
+		ReadHeaderTimeout: apiHeaderTimeout,
+		IdleTimeout:       apiIdleTimeout,
+		ConnContext:       peerContext,
+		ErrorLog:          slog.NewLogLogger(d.log.With("component", "api").Handler(), slog.LevelDebug),
+	}
+}
+
+// readBody reads the whole request body before the handler runs, within
+// apiBodyTimeout and MaxRequestBody. Go's server-wide ReadTimeout cannot do
+// this: it also cancels the context of a handler that is still running (a
+// fence) once it expires.
+func readBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		// A deadline left from an earlier answer on this connection
+		// must not cut a long handler's answer.
+		_ = rc.SetWriteDeadline(time.Time{})
+		if r.Body != nil && r.Body != http.NoBody {
+			_ = rc.SetReadDeadline(time.Now().Add(apiBodyTimeout))
+			data, err := io.ReadAll(io.LimitReader(r.Body, api.MaxRequestBody+1))
+			_ = rc.SetReadDeadline(time.Time{})
+			var ne net.Error
+			switch {
+			case errors.As(err, &ne) && ne.Timeout():
+				w.Header().Set("Connection", "close")
+				writeError(w, http.StatusRequestTimeout, api.CodeTimeout, fmt.Errorf("request body not received within %v", apiBodyTimeout))
+				return
+			case err != nil:
+				w.Header().Set("Connection", "close")
+				writeError(w, http.StatusBadRequest, api.CodeBadRequest, fmt.Errorf("request body: %w", err))
+				return
+			case len(data) > api.MaxRequestBody:
+				w.Header().Set("Connection", "close")
+				writeError(w, http.StatusRequestEntityTooLarge, api.CodeTooLarge, fmt.Errorf("request body over %d bytes", api.MaxRequestBody))
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(data))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// capListener hands out at most cap connections at once: Accept waits
+// for one to close, and further clients queue in the kernel's listen
+// backlog. It bounds the descriptors and goroutines clients can take.
+type capListener struct {
+	net.Listener
+	slots chan struct{}
+	done  chan struct{}
+	once  sync.Once
+}
+
+func newCapListener(ln net.Listener, n int) *capListener {
+	return &capListener{Listener: ln, slots: make(chan struct{}, n), done: make(chan struct{})}
+}
+
+func (l *capListener) Accept() (net.Conn, error) {
+	select {
+	case l.slots <- struct{}{}:
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.slots
+		return nil, err
+	}
+	return &cappedConn{Conn: c, release: sync.OnceFunc(func() { <-l.slots })}, nil
+}
+
+func (l *capListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return l.Listener.Close()
+}
+
+type cappedConn struct {
+	net.Conn
+	release func()
+}
+
+func (c *cappedConn) Close() error {
+	err := c.Conn.Close()
+	c.release()
+	return err
+}
+
+// NetConn is the accepted connection (for its peer credentials).
+func (c *cappedConn) NetConn() net.Conn { return c.Conn }
+
+// checkSocketPath refuses an api.socket path that names anything but a
+// socket: the daemon replaces a stale socket at start, and must never
+// delete a file or directory that happens to have that name.
+func checkSocketPath(path string) error {
+	fi, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	case fi.Mode().Type() == fs.ModeSocket:
+		return nil
+	}
+	kind := "a " + strings.TrimPrefix(fi.Mode().Type().String(), "-")
+	switch t := fi.Mode().Type(); {
+	case t.IsRegular():
+		kind = "a regular file"
+	case t.IsDir():
+		kind = "a directory"
+	case t&fs.ModeSymlink != 0:
+		kind = "a symbolic link"
+	case t&fs.ModeDevice != 0:
+		kind = "a device"
+	case t&fs.ModeNamedPipe != 0:
+		kind = "a named pipe"
+	}
+	return fmt.Errorf("%s exists and is %s, not a socket: remove it or choose another path (fenced replaces only a stale socket)", path, kind)
+}
 
 // listenAPI opens the control socket with mode 0660 (owner and group).
 func listenAPI(path, group string) (net.Listener, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("api.socket %s: %w", path, err)
+	}
+	if err := checkSocketPath(path); err != nil {
+		return nil, fmt.Errorf("api.socket %w", err)
 	}
 	// A stale socket from a crashed daemon is removed only if nothing
 	// answers on it; a live one means another fenced runs.
@@ -31,7 +182,9 @@ func listenAPI(path, group string) (net.Listener, error) {
 		c.Close()
 		return nil, fmt.Errorf("api.socket %s: another fenced is running", path)
 	}
-	os.Remove(path)
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("api.socket %s: removing the stale socket: %w", path, err)
+	}
 	old := syscall.Umask(0o117)
 	ln, err := net.Listen("unix", path)
 	syscall.Umask(old)
@@ -54,7 +207,7 @@ func listenAPI(path, group string) (net.Listener, error) {
 			return nil, fmt.Errorf("api.socket %s: chown to group %s: %w", path, group, err)
 		}
 	}
-	return ln, nil
+	return newCapListener(ln, apiMaxConns), nil
 }
 
 // Status is GET /v1/status.
@@ -155,12 +308,6 @@ type History struct {
 	Records       []stonith.Record `json:"records"`
 }
 
-// apiError is the JSON error body.
-type apiError struct {
-	Error string `json:"error"`
-	Code  string `json:"code"`
-}
-
 func (d *Daemon) apiHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
@@ -186,6 +333,7 @@ func (d *Daemon) apiHandler() http.Handler {
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(apiWriteTimeout))
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	enc := json.NewEncoder(w)
@@ -194,5 +342,5 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 func writeError(w http.ResponseWriter, code int, kind string, err error) {
-	writeJSON(w, code, apiError{Error: err.Error(), Code: kind})
+	writeJSON(w, code, api.Error{SchemaVersion: SchemaVersion, Message: err.Error(), Code: kind})
 }

@@ -189,7 +189,7 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.members = m
-	d.api = &http.Server{Handler: d.apiHandler(), ReadHeaderTimeout: 5 * time.Second, ConnContext: peerContext}
+	d.api = d.newAPIServer()
 	return d, nil
 }
 

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -130,9 +129,12 @@ func b2f(b bool) float64 {
 func (d *Daemon) serveMetrics(ln net.Listener) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: apiHeaderTimeout, ReadTimeout: apiBodyTimeout,
+		WriteTimeout: apiWriteTimeout, IdleTimeout: apiIdleTimeout}
 	d.metricsSrv = srv
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	// The port is reachable from the network: cap its connections as the
+	// API socket's, so a flood cannot take the daemon's descriptors.
+	if err := srv.Serve(newCapListener(ln, apiMaxConns)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		d.log.Error("metrics server", "err", err)
 	}
 }

@@ -37,22 +37,22 @@ func printStatus(a *app, st *daemon.Status) {
 	if !q.Have {
 		have = "NO"
 	}
-	fmt.Fprintf(w, "Cluster:  %s (this node: %s)\n", st.Cluster, st.Node)
+	fmt.Fprintf(w, "Cluster:  %s (this node: %s)\n", cell(st.Cluster), cell(st.Node))
 	fmt.Fprintf(w, "Quorum:   %s — %d of %d configured nodes seen, %d needed\n", have, q.Seen, q.Configured, q.Needed)
 	p := st.Primary
 	switch {
 	case p.Node == "":
 		fmt.Fprintf(w, "Primary:  none yet\n")
 	case p.Blocked:
-		fmt.Fprintf(w, "Primary:  %s, epoch %d, BLOCKED: %s\n", p.Node, p.Epoch, p.Reason)
+		fmt.Fprintf(w, "Primary:  %s, epoch %d, BLOCKED: %s\n", cell(p.Node), p.Epoch, cell(p.Reason))
 	default:
-		fmt.Fprintf(w, "Primary:  %s, epoch %d, %s\n", p.Node, p.Epoch, p.State)
+		fmt.Fprintf(w, "Primary:  %s, epoch %d, %s\n", cell(p.Node), p.Epoch, cell(p.State))
 		if p.Reason != "" {
-			fmt.Fprintf(w, "          %s\n", p.Reason)
+			fmt.Fprintf(w, "          %s\n", cell(p.Reason))
 		}
 	}
 	s := st.Self
-	fmt.Fprintf(w, "This node: %s, raft %s (term %d), knows epoch %d", s.Role, s.Raft, s.Term, s.KnownEpoch)
+	fmt.Fprintf(w, "This node: %s, raft %s (term %d), knows epoch %d", cell(s.Role), cell(s.Raft), s.Term, s.KnownEpoch)
 	if s.Epoch > 0 {
 		fmt.Fprintf(w, ", holds epoch %d, lease %.2fs left", s.Epoch, s.LeaseLeftSec)
 	}
@@ -61,14 +61,7 @@ func printStatus(a *app, st *daemon.Status) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tADDRESS\tGOSSIP\tRAFT\tROLE\tEPOCH\tSTORAGE\tLAST CONTACT\tVERSION")
 	for _, n := range st.Nodes {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", n.Name, n.Address, n.Gossip, dash(n.Raft), dash(n.Role), n.Epoch, dash(n.Storage), ago(n.LastContact), dash(n.Version))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", cell(n.Name), cell(n.Address), cell(n.Gossip), cell(n.Raft), cell(n.Role), n.Epoch, cell(n.Storage), ago(n.LastContact), cell(n.Version))
 	}
 	tw.Flush()
-}
-
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
