@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,32 +13,7 @@ import (
 	"github.com/fenced/fenced/agents"
 	"github.com/fenced/fenced/daemon/api"
 	"github.com/fenced/fenced/quorum"
-	"github.com/fenced/fenced/stonith"
 )
-
-// Device is one entry of GET /v1/devices.
-type Device struct {
-	Name    string   `json:"name"`
-	Agent   string   `json:"agent"`
-	Targets []string `json:"targets"` // "node2 (level 1, plug 3)"
-}
-
-// DeviceStatus is GET /v1/devices/{name}/status.
-type DeviceStatus struct {
-	SchemaVersion int            `json:"schemaVersion"`
-	Device        string         `json:"device"`
-	Agent         string         `json:"agent"`
-	Monitor       string         `json:"monitor"` // ok or the error
-	Targets       []TargetStatus `json:"targets"`
-}
-
-// TargetStatus is a node's state as read from one device.
-type TargetStatus struct {
-	Node  string `json:"node"`
-	Plug  string `json:"plug,omitempty"`
-	State string `json:"state"`
-	Error string `json:"error,omitempty"`
-}
 
 func (d *Daemon) adminRoutes(mux *http.ServeMux) {
 	post := func(method string) http.HandlerFunc {
@@ -61,9 +37,7 @@ func (d *Daemon) adminRoutes(mux *http.ServeMux) {
 				writeError(w, status, code, err)
 				return
 			}
-			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(apiWriteTimeout))
-			w.Header().Set("Content-Type", "application/json")
-			w.Write(out)
+			writeAdminReply(w, method, out)
 		}
 	}
 	mux.HandleFunc("POST /v1/fence", post(fwdFence))
@@ -72,7 +46,7 @@ func (d *Daemon) adminRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/standby", post(fwdStandby))
 	mux.HandleFunc("POST /v1/transfer", post(fwdTransfer))
 	mux.HandleFunc("GET /v1/devices", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"schemaVersion": SchemaVersion, "devices": d.devices()})
+		writeJSON(w, http.StatusOK, api.DeviceList{SchemaVersion: SchemaVersion, Devices: d.devices()})
 	})
 	mux.HandleFunc("GET /v1/devices/{name}/status", func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
@@ -83,6 +57,33 @@ func (d *Daemon) adminRoutes(mux *http.ServeMux) {
 		}
 		writeJSON(w, http.StatusOK, d.deviceStatus(r.Context(), name, dev.Agent))
 	})
+}
+
+// writeAdminReply writes the leader's answer: a stonith record for fence,
+// unfence and confirm, as it is; for standby and transfer a typed reply
+// with the schema version (the leader may run an older fenced whose
+// answer lacks it).
+func writeAdminReply(w http.ResponseWriter, method string, out []byte) {
+	var typed any
+	switch method {
+	case fwdStandby:
+		var r api.StandbyReply
+		if json.Unmarshal(out, &r) == nil {
+			r.SchemaVersion, typed = SchemaVersion, r
+		}
+	case fwdTransfer:
+		var r api.TransferReply
+		if json.Unmarshal(out, &r) == nil {
+			r.SchemaVersion, typed = SchemaVersion, r
+		}
+	}
+	if typed != nil {
+		writeJSON(w, http.StatusOK, typed)
+		return
+	}
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(apiWriteTimeout))
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(out)
 }
 
 // adminErrorStatus is the status and code of a failed admin request. A
@@ -100,10 +101,10 @@ func adminErrorStatus(err error) (int, string) {
 // ErrorKind travels with the error when it is forwarded between nodes.
 func (e *userError) ErrorKind() string { return api.CodeRefused }
 
-func (d *Daemon) devices() []Device {
-	var out []Device
+func (d *Daemon) devices() []api.Device {
+	out := []api.Device{}
 	for name, dev := range d.cfg.Devices {
-		dv := Device{Name: name, Agent: dev.Agent, Targets: []string{}}
+		dv := api.Device{Name: name, Agent: dev.Agent, Targets: []string{}}
 		for _, n := range d.cfg.Nodes {
 			for li, l := range n.Fence {
 				for _, ref := range l.Devices {
@@ -125,8 +126,8 @@ func (d *Daemon) devices() []Device {
 
 // deviceStatus checks the device from this node: monitor, and the state of
 // every node mapped on it. It changes nothing.
-func (d *Daemon) deviceStatus(ctx context.Context, name, agent string) DeviceStatus {
-	ds := DeviceStatus{SchemaVersion: SchemaVersion, Device: name, Agent: agent, Monitor: "ok", Targets: []TargetStatus{}}
+func (d *Daemon) deviceStatus(ctx context.Context, name, agent string) api.DeviceStatus {
+	ds := api.DeviceStatus{SchemaVersion: SchemaVersion, Device: name, Agent: agent, Monitor: "ok", Targets: []api.TargetStatus{}}
 	monitored := false
 	for _, n := range d.cfg.Nodes {
 		for _, lvl := range topology(d.cfg, n.Name) {
@@ -143,7 +144,7 @@ func (d *Daemon) deviceStatus(ctx context.Context, name, agent string) DeviceSta
 						d.metrics.monitorOK.WithLabelValues(name).Set(1)
 					}
 				}
-				ts := TargetStatus{Node: n.Name, Plug: t.Plug}
+				ts := api.TargetStatus{Node: n.Name, Plug: t.Plug}
 				st, err := d.engine.DeviceStatus(ctx, t)
 				ts.State = st.String()
 				if err != nil {
@@ -156,5 +157,3 @@ func (d *Daemon) deviceStatus(ctx context.Context, name, agent string) DeviceSta
 	}
 	return ds
 }
-
-var _ = stonith.ActionOff

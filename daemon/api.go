@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,7 +23,6 @@ import (
 
 	"github.com/fenced/fenced/daemon/api"
 	"github.com/fenced/fenced/quorum"
-	"github.com/fenced/fenced/stonith"
 )
 
 // SchemaVersion of the JSON the API returns and `fencectl -o json` prints.
@@ -210,63 +210,12 @@ func listenAPI(path, group string) (net.Listener, error) {
 	return newCapListener(ln, apiMaxConns), nil
 }
 
-// Status is GET /v1/status.
-type Status struct {
-	SchemaVersion int          `json:"schemaVersion"`
-	Cluster       string       `json:"cluster"`
-	Node          string       `json:"node"`
-	Quorum        QuorumStatus `json:"quorum"`
-	Primary       PrimaryInfo  `json:"primary"`
-	Self          SelfStatus   `json:"self"`
-	Nodes         []NodeStatus `json:"nodes"`
-}
-
-// QuorumStatus counts votes against the configured size.
-type QuorumStatus struct {
-	Configured int    `json:"configured"`
-	Seen       int    `json:"votesSeen"`
-	Needed     int    `json:"votesNeeded"`
-	Have       bool   `json:"have"`
-	Leader     string `json:"leader"`
-}
-
-// PrimaryInfo is the replicated holder state.
-type PrimaryInfo struct {
-	Node        string            `json:"node"`
-	Epoch       uint64            `json:"epoch"`
-	State       string            `json:"state"`
-	Blocked     bool              `json:"blocked"`
-	Reason      string            `json:"reason,omitempty"`
-	Previous    string            `json:"previous,omitempty"`
-	Unconfirmed map[string]uint64 `json:"unconfirmed,omitempty"`
-}
-
-// SelfStatus is this node's own view.
-type SelfStatus struct {
-	Role         string  `json:"role"`
-	Acting       bool    `json:"acting"`
-	Epoch        uint64  `json:"epoch"`
-	KnownEpoch   uint64  `json:"knownEpoch"`
-	LeaseLeftSec float64 `json:"leaseLeftSeconds"`
-	Storage      string  `json:"storage"`
-	Raft         string  `json:"raft"`
-	Term         uint64  `json:"raftTerm"`
-	Standby      bool    `json:"standby"`
-}
-
-// NodeStatus is one configured node.
-type NodeStatus struct {
-	Name        string     `json:"name"`
-	Address     string     `json:"address"`
-	Gossip      string     `json:"gossip"`
-	Raft        string     `json:"raftRole"`
-	Role        string     `json:"role"`
-	Epoch       uint64     `json:"epoch"`
-	Storage     string     `json:"storage"`
-	LastContact *time.Time `json:"lastContact,omitempty"`
-	RTTMillis   float64    `json:"rttMillis,omitempty"`
-	Version     string     `json:"version"`
-}
+// The API's wire types live in package api (fencectl uses them without
+// linking the daemon); these names stay for the daemon's callers.
+type (
+	Status  = api.Status
+	History = api.History
+)
 
 // StatusNow builds the status document.
 func (d *Daemon) StatusNow() Status {
@@ -275,7 +224,7 @@ func (d *Daemon) StatusNow() Status {
 	s := Status{SchemaVersion: SchemaVersion, Cluster: d.cfg.Cluster.Name, Node: d.self}
 	seen := 0
 	for _, m := range members {
-		ns := NodeStatus{Name: m.Name, Address: m.Addr, Gossip: m.State, Raft: m.Meta.Raft, Role: m.Meta.Role,
+		ns := api.NodeStatus{Name: m.Name, Address: m.Addr, Gossip: m.State, Raft: m.Meta.Raft, Role: m.Meta.Role,
 			Epoch: m.Meta.Epoch, Storage: m.Meta.Storage, Version: m.Meta.Version, RTTMillis: float64(m.RTT.Microseconds()) / 1000}
 		if !m.Contact.IsZero() {
 			c := m.Contact.UTC().Truncate(time.Millisecond)
@@ -288,24 +237,18 @@ func (d *Daemon) StatusNow() Status {
 		}
 		s.Nodes = append(s.Nodes, ns)
 	}
-	s.Quorum = QuorumStatus{Configured: len(d.cfg.Nodes), Seen: seen, Needed: d.cfg.Majority(), Leader: d.raft.Leader()}
+	s.Quorum = api.QuorumStatus{Configured: len(d.cfg.Nodes), Seen: seen, Needed: d.cfg.Majority(), Leader: d.raft.Leader()}
 	s.Quorum.Have = s.Quorum.Leader != "" && seen >= s.Quorum.Needed
-	s.Primary = PrimaryInfo{Node: st.Holder, Epoch: st.Epoch, State: st.HolderState, Blocked: st.HolderState == quorum.HolderBlocked,
+	s.Primary = api.PrimaryInfo{Node: st.Holder, Epoch: st.Epoch, State: st.HolderState, Blocked: st.HolderState == quorum.HolderBlocked,
 		Reason: st.Reason, Previous: st.Previous, Unconfirmed: st.Unconfirmed}
 	left := quorum.Mono(d.leaseUntil.Load()).Sub(quorum.Now())
 	if left < 0 || d.epoch.Load() == 0 {
 		left = 0
 	}
-	s.Self = SelfStatus{Role: d.Role(), Acting: d.Acting(), Epoch: d.epoch.Load(), KnownEpoch: st.Epoch,
+	s.Self = api.SelfStatus{Role: d.Role(), Acting: d.Acting(), Epoch: d.epoch.Load(), KnownEpoch: st.Epoch,
 		LeaseLeftSec: left.Seconds(), Storage: d.storage.Load().(string), Raft: d.raft.RaftState(), Term: d.raft.Term(),
 		Standby: st.Standby[d.self]}
 	return s
-}
-
-// History is GET /v1/history.
-type History struct {
-	SchemaVersion int              `json:"schemaVersion"`
-	Records       []stonith.Record `json:"records"`
 }
 
 func (d *Daemon) apiHandler() http.Handler {
@@ -316,13 +259,16 @@ func (d *Daemon) apiHandler() http.Handler {
 	mux.HandleFunc("GET /v1/history", func(w http.ResponseWriter, r *http.Request) {
 		st := d.raft.FSM().State()
 		node := r.URL.Query().Get("node")
-		h := History{SchemaVersion: SchemaVersion, Records: []stonith.Record{}}
+		h := History{SchemaVersion: SchemaVersion, Records: []api.Record{}}
 		for _, rec := range st.History {
 			if node == "" || rec.Target == node {
 				h.Records = append(h.Records, rec)
 			}
 		}
 		writeJSON(w, http.StatusOK, h)
+	})
+	mux.HandleFunc("GET /v1/version", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, api.VersionInfo{SchemaVersion: SchemaVersion, Node: d.self, Version: api.Version, Go: runtime.Version()})
 	})
 	d.adminRoutes(mux)
 	// Profiles for diagnosing a slow or busy daemon, on the local socket only.

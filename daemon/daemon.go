@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/memberlist"
 
 	"github.com/fenced/fenced/agents"
+	"github.com/fenced/fenced/daemon/api"
 	"github.com/fenced/fenced/daemon/config"
 	"github.com/fenced/fenced/daemon/storage"
 	"github.com/fenced/fenced/quorum"
@@ -238,7 +239,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if d.cfg.Gossip.Plaintext {
 		d.log.Warn("gossip is not encrypted or authenticated (gossip.plaintext): anyone on the network can forge cluster messages")
 	}
-	d.log.Info("fenced started", "version", Version, "nodes", len(d.cfg.Nodes), "majority", d.cfg.Majority())
+	d.log.Info("fenced started", "version", api.Version, "nodes", len(d.cfg.Nodes), "majority", d.cfg.Majority())
 
 	<-ctx.Done()
 	d.log.Info("stopping: releasing primacy, leaving the cluster")
@@ -305,7 +306,7 @@ func (d *Daemon) Epoch() uint64 { return d.epoch.Load() }
 func (d *Daemon) KnownEpoch() uint64 { return d.raft.FSM().State().Epoch }
 
 func (d *Daemon) meta() quorum.Meta {
-	m := quorum.Meta{Role: d.Role(), Storage: d.storage.Load().(string), Version: Version}
+	m := quorum.Meta{Role: d.Role(), Storage: d.storage.Load().(string), Version: api.Version}
 	if d.raft != nil {
 		m.Epoch = d.raft.FSM().State().Epoch
 		m.Raft = d.raft.RaftState()

@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/fenced/fenced/daemon"
 	"github.com/fenced/fenced/daemon/api"
 	"github.com/fenced/fenced/stonith"
 )
@@ -38,7 +37,7 @@ Needs --yes. Exit status 0 only when the fence is confirmed.`,
 				action = stonith.ActionReboot
 			}
 			var rec stonith.Record
-			if err := a.call(cmd.Context(), "POST", "/v1/fence", nil, daemon.AdminRequest{Node: args[0], Action: action, Reason: reason}, &rec); err != nil {
+			if err := a.call(cmd.Context(), "POST", "/v1/fence", nil, api.AdminRequest{Node: args[0], Action: action, Reason: reason}, &rec); err != nil {
 				return err
 			}
 			return a.printRecord(rec)
@@ -69,7 +68,7 @@ recorded in the history with your reason. Needs --yes.`,
 				return &exitError{code: exitNotConfirmed, err: fmt.Errorf("confirming %s as down without a fence is dangerous: check it is really off, then add --yes", args[0])}
 			}
 			var rec stonith.Record
-			if err := a.call(cmd.Context(), "POST", "/v1/confirm", nil, daemon.AdminRequest{Node: args[0], Reason: reason}, &rec); err != nil {
+			if err := a.call(cmd.Context(), "POST", "/v1/confirm", nil, api.AdminRequest{Node: args[0], Reason: reason}, &rec); err != nil {
 				return err
 			}
 			if a.output != "json" {
@@ -95,7 +94,7 @@ secondary and learns the current epoch before doing anything else.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var rec stonith.Record
-			if err := a.call(cmd.Context(), "POST", "/v1/unfence", nil, daemon.AdminRequest{Node: args[0], Reason: reason}, &rec); err != nil {
+			if err := a.call(cmd.Context(), "POST", "/v1/unfence", nil, api.AdminRequest{Node: args[0], Reason: reason}, &rec); err != nil {
 				return err
 			}
 			return a.printRecord(rec)
@@ -108,7 +107,7 @@ secondary and learns the current epoch before doing anything else.`,
 
 func (a *app) printRecord(rec stonith.Record) error {
 	if a.output == "json" {
-		if err := a.printJSON(map[string]any{"schemaVersion": daemon.SchemaVersion, "record": rec}); err != nil {
+		if err := a.printJSON(api.RecordReply{SchemaVersion: api.SchemaVersion, Record: rec}); err != nil {
 			return err
 		}
 	} else {
@@ -131,7 +130,7 @@ func newHistoryCmd(a *app) *cobra.Command {
 			if len(args) == 1 {
 				q.Set("node", args[0])
 			}
-			var h daemon.History
+			var h api.History
 			if err := a.call(cmd.Context(), "GET", "/v1/history", q, nil, &h); err != nil {
 				return err
 			}
@@ -182,10 +181,7 @@ func newDeviceCmd(a *app) *cobra.Command {
 		Short: "List the configured fence devices and the nodes they fence",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var out struct {
-				SchemaVersion int             `json:"schemaVersion"`
-				Devices       []daemon.Device `json:"devices"`
-			}
+			var out api.DeviceList
 			if err := a.call(cmd.Context(), "GET", "/v1/devices", nil, nil, &out); err != nil {
 				return err
 			}
@@ -205,7 +201,7 @@ func newDeviceCmd(a *app) *cobra.Command {
 		Short: "Check DEVICE from this node (monitor and each node's state); changes nothing",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var ds daemon.DeviceStatus
+			var ds api.DeviceStatus
 			if err := a.call(cmd.Context(), "GET", "/v1/devices/"+url.PathEscape(args[0])+"/status", nil, nil, &ds); err != nil {
 				return err
 			}
@@ -235,10 +231,11 @@ func newStandbyCmd(a *app) *cobra.Command {
 		Short: "Keep NODE from being primary (a primary hands over gracefully, no fence)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var out map[string]any
-			if err := a.call(cmd.Context(), "POST", "/v1/standby", nil, daemon.AdminRequest{Node: args[0], Flag: !off}, &out); err != nil {
+			var out api.StandbyReply
+			if err := a.call(cmd.Context(), "POST", "/v1/standby", nil, api.AdminRequest{Node: args[0], Flag: !off}, &out); err != nil {
 				return err
 			}
+			out.SchemaVersion = api.SchemaVersion
 			if a.output == "json" {
 				return a.printJSON(out)
 			}
@@ -261,18 +258,23 @@ func newTransferCmd(a *app) *cobra.Command {
 		Short: "Hand primacy over gracefully (release, then move leadership), no fence",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req := daemon.AdminRequest{}
+			req := api.AdminRequest{}
 			if len(args) == 1 {
 				req.Node = args[0]
 			}
-			var out map[string]any
+			var out api.TransferReply
 			if err := a.call(cmd.Context(), "POST", "/v1/transfer", nil, req, &out); err != nil {
 				return err
 			}
+			out.SchemaVersion = api.SchemaVersion
 			if a.output == "json" {
 				return a.printJSON(out)
 			}
-			fmt.Fprintf(a.out, "handover from %v started\n", out["from"])
+			to := out.To
+			if to == "" {
+				to = "the node raft picks"
+			}
+			fmt.Fprintf(a.out, "handover from %s to %s started\n", cell(out.From), cell(to))
 			return nil
 		},
 	}, timeoutChange)
