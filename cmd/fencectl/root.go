@@ -131,9 +131,10 @@ func newRootCmd(a *app) *cobra.Command {
 		Long: `fencectl talks to the local fenced daemon through its unix socket.
 
 With -o json every command prints one JSON document with a schemaVersion on
-stdout (status --watch: one per line, per change); when a command fails, the
-error is a JSON document on stderr: {"schemaVersion", "error", "code",
-"exitCode"}. The schemas are published in docs/schema/.
+stdout (status --watch: one per line, per change). When a command fails,
+stderr carries a JSON error document {"schemaVersion", "error", "code",
+"exitCode"} and stdout nothing, except the record of a fence that ran and
+failed. The schemas are published in fenced's source, docs/schema/.
 
 --timeout bounds the wait for the daemon's answer. By default: 30s for
 status, history, device list and version; 2m for device status; 1m for
