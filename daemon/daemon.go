@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/memberlist"
 
 	"github.com/fenced/fenced/agents"
+	"github.com/fenced/fenced/daemon/api"
 	"github.com/fenced/fenced/daemon/config"
 	"github.com/fenced/fenced/daemon/storage"
 	"github.com/fenced/fenced/daemon/tenure"
@@ -192,8 +193,11 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.members = m
-	d.api = &http.Server{Handler: d.apiHandler(), ReadHeaderTimeout: 5 * time.Second, ConnContext: peerContext}
+	d.api = d.newAPIServer()
 	if d.metricsLn != nil {
+		// The port is reachable from the network: cap its connections as
+		// the API socket's, so a flood cannot take the daemon's descriptors.
+		d.metricsLn = newCapListener(d.metricsLn, apiMaxConns)
 		d.metricsSrv = d.newMetricsServer()
 	}
 	return d, nil
@@ -232,7 +236,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if d.cfg.Gossip.Plaintext {
 		d.log.Warn("gossip is not encrypted or authenticated (gossip.plaintext): anyone on the network can forge cluster messages")
 	}
-	d.log.Info("fenced started", "version", Version, "nodes", len(d.cfg.Nodes), "majority", d.cfg.Majority())
+	d.log.Info("fenced started", "version", api.Version, "nodes", len(d.cfg.Nodes), "majority", d.cfg.Majority())
 
 	select {
 	case <-ctx.Done():
@@ -328,7 +332,7 @@ func (d *Daemon) Epoch() uint64 { return d.view.Load().epoch }
 func (d *Daemon) KnownEpoch() uint64 { return d.raft.FSM().View().Epoch }
 
 func (d *Daemon) meta() quorum.Meta {
-	m := quorum.Meta{Role: d.Role(), Storage: d.Storage(), Version: Version}
+	m := quorum.Meta{Role: d.Role(), Storage: d.Storage(), Version: api.Version}
 	if d.raft != nil {
 		m.Epoch = d.raft.FSM().View().Epoch
 		m.Raft = d.raft.RaftState()

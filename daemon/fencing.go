@@ -132,16 +132,6 @@ func lastFenceLevels(history []stonith.Record, node string) []int {
 	return nil
 }
 
-// AdminRequest is the body of the fence, unfence, confirm, standby and
-// transfer API calls, and of their forwarded form.
-type AdminRequest struct {
-	Node        string `json:"node"`
-	Action      string `json:"action,omitempty"` // fence: off (default) or reboot
-	Reason      string `json:"reason,omitempty"`
-	RequestedBy string `json:"requestedBy,omitempty"`
-	Flag        bool   `json:"flag,omitempty"` // standby on/off
-}
-
 // Forwarded admin methods.
 const (
 	fwdFence    = "fence"

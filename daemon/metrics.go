@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"net/http"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -129,5 +128,6 @@ func b2f(b bool) float64 {
 func (d *Daemon) newMetricsServer() *http.Server {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{}))
-	return &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	return &http.Server{Handler: mux, ReadHeaderTimeout: apiHeaderTimeout, ReadTimeout: apiBodyTimeout,
+		WriteTimeout: apiWriteTimeout, IdleTimeout: apiIdleTimeout}
 }
