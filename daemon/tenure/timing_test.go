@@ -48,7 +48,9 @@ func TestCheckBounds(t *testing.T) {
 		mod   func(*Timing)
 		field string // "" = valid
 	}{
-		{"lease 500ms (minimum)", func(t *Timing) { t.Lease, t.Margin, t.Heartbeat, t.Grace = 500*time.Millisecond, 25*time.Millisecond, 200*time.Millisecond, 400*time.Millisecond }, ""},
+		{"lease 500ms (minimum)", func(t *Timing) {
+			t.Lease, t.Margin, t.Heartbeat, t.Grace = 500*time.Millisecond, 25*time.Millisecond, 200*time.Millisecond, 400*time.Millisecond
+		}, ""},
 		{"lease below minimum", func(t *Timing) { t.Lease = 499 * time.Millisecond }, "lease"},
 		{"lease 10m (maximum)", func(t *Timing) { t.Lease, t.Margin, t.Heartbeat = 10*time.Minute, time.Minute, time.Minute }, ""},
 		{"lease above maximum", func(t *Timing) { t.Lease = 10*time.Minute + 1 }, "lease"},
