@@ -55,9 +55,9 @@ var (
 // junk from hosts without the cluster key, and measures the primary's
 // resident memory, its descriptors, and its API and metrics answering
 // meanwhile. It asserts that the flood costs the node less than 64 MiB of
-// memory, that the API and the metrics endpoint keep answering, that the
-// primary keeps its role and its epoch, and that what is refused is logged
-// in a bounded number of lines.
+// memory and never exhausts its descriptors, that the API and the metrics
+// endpoint keep answering, that the primary keeps its role and its epoch,
+// and that what is refused is logged in a bounded number of lines.
 func TestOutsiderFlood(t *testing.T) {
 	metrics := make([]string, 3)
 	for i := range metrics {
@@ -145,6 +145,9 @@ func TestOutsiderFlood(t *testing.T) {
 
 	if extra >= 64<<20 {
 		t.Errorf("the flood cost the node %.1f MiB of memory; want less than 64 MiB", float64(extra)/(1<<20))
+	}
+	if res.peakFDs >= int(floodPlan.descriptorLimit) {
+		t.Errorf("the flood exhausted the node's descriptors (%d of %d)", res.peakFDs, floodPlan.descriptorLimit)
 	}
 	if res.statusFailed > 0 || res.status.n() == 0 {
 		t.Errorf("the API failed %d of %d status calls under the flood", res.statusFailed, res.status.n())
