@@ -5,7 +5,7 @@ LDFLAGS := -X github.com/fenced/fenced/daemon/api.Version=$(VERSION)
 TEST_TIMEOUT ?= 25m
 DIST    ?= dist
 
-.PHONY: all build demo test test-deps unit package clean
+.PHONY: all build demo test test-deps unit fuzz-smoke package clean
 
 all: build
 
@@ -27,6 +27,7 @@ demo: build
 test: test-deps
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v '/daemon$$')
+	$(MAKE) fuzz-smoke
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./daemon
 
 test-deps:
@@ -34,6 +35,14 @@ test-deps:
 
 unit:
 	$(GO) test -count=1 -short ./...
+
+# Every fuzz target of the repository for a short time each (FUZZTIME,
+# shortened so that all of them fuzz for FUZZBUDGET seconds at most);
+# .ci/fuzz-smoke finds them with `go test -list`.
+FUZZTIME   ?= 10s
+FUZZBUDGET ?= 90
+fuzz-smoke:
+	GO=$(GO) FUZZTIME=$(FUZZTIME) FUZZBUDGET=$(FUZZBUDGET) ./.ci/fuzz-smoke
 
 # .deb and .rpm into $(DIST) (nfpm through the Go module proxy).
 package:

@@ -171,6 +171,9 @@ func (f *FSM) Apply(l *raft.Log) any {
 		f.watch = make(chan struct{})
 		f.mu.Unlock()
 	}()
+	if err := c.check(&f.state); err != nil {
+		return fmt.Errorf("fsm: index %d: %w", l.Index, err)
+	}
 	return f.apply(&c)
 }
 

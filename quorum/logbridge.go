@@ -15,6 +15,10 @@ import (
 type logWriter struct {
 	log   *slog.Logger
 	level slog.Level
+	// outsiders, when set, takes the lines about traffic refused before
+	// it proved the cluster key (see outsiderLine) and logs them
+	// rate-limited, instead of one ERROR per junk packet.
+	outsiders *refusals
 }
 
 func (w logWriter) Write(p []byte) (int, error) {
@@ -22,6 +26,16 @@ func (w logWriter) Write(p []byte) (int, error) {
 		s := strings.TrimSpace(string(line))
 		if s == "" {
 			continue
+		}
+		if w.outsiders != nil {
+			if port, reason, ok := outsiderLine(s); ok {
+				if reason == "" {
+					w.log.Debug(s)
+				} else {
+					w.outsiders.note(port, reason, lineFrom(s), lineText(s))
+				}
+				continue
+			}
 		}
 		lvl := w.level
 		switch {
@@ -58,3 +72,46 @@ func hclogger(log *slog.Logger, name string) hclog.Logger {
 }
 
 var _ io.Writer = logWriter{}
+
+// outsiderLine recognises memberlist's lines about traffic that failed
+// before authentication: streams and packets that do not decrypt, or end
+// before their message does. With encryption on, only key holders get
+// past these, so the lines describe outsiders (or a node with a wrong
+// key), and a flood makes one per connection or packet. An empty reason
+// marks a follow-on line (the failed error reply to such a stream), kept
+// at DEBUG.
+func outsiderLine(s string) (port, reason string, ok bool) {
+	switch {
+	case strings.Contains(s, "Decrypt packet failed"):
+		return "gossip-udp", "gossip packet did not decrypt (no or wrong cluster key)", true
+	case strings.Contains(s, "discarding packet with unacceptable label"):
+		return "gossip-udp", "labelled gossip packet (fenced sends no labels)", true
+	case strings.Contains(s, "failed to receive:") && strings.Contains(s, "decrypt"):
+		return "gossip", "gossip message did not decrypt (no or wrong cluster key)", true
+	case strings.Contains(s, "Failed to send error:"), strings.Contains(s, gossipBudgetText):
+		return "gossip", "", true
+	case strings.Contains(s, "failed to receive:"), strings.Contains(s, "failed to receive and remove the stream label header"):
+		return "gossip", "gossip message incomplete or unreadable", true
+	case strings.Contains(s, "discarding stream with unacceptable label"):
+		return "gossip", "labelled gossip stream (fenced sends no labels)", true
+	}
+	return "", "", false
+}
+
+// lineFrom is the "from=host:port" memberlist puts in its lines, or "".
+func lineFrom(s string) string {
+	i := strings.LastIndex(s, "from=")
+	if i < 0 {
+		return ""
+	}
+	f, _, _ := strings.Cut(s[i+len("from="):], " ")
+	return f
+}
+
+// lineText drops the timestamp and level memberlist's logger prefixes.
+func lineText(s string) string {
+	if i := strings.Index(s, "memberlist: "); i >= 0 {
+		return s[i+len("memberlist: "):]
+	}
+	return s
+}

@@ -55,13 +55,14 @@ type MembershipOptions struct {
 // configured node, their advertised Meta, and a small request/response
 // channel used to forward commands to the primary.
 type Membership struct {
-	ml   *memberlist.Memberlist
-	opts MembershipOptions
-	log  *slog.Logger
-	meta atomic.Pointer[Meta]
-	stop chan struct{}
-	wg   sync.WaitGroup
-	seq  atomic.Uint64
+	ml    *memberlist.Memberlist
+	guard *gossipGuard // the transport under ml
+	opts  MembershipOptions
+	log   *slog.Logger
+	meta  atomic.Pointer[Meta]
+	stop  chan struct{}
+	wg    sync.WaitGroup
+	seq   atomic.Uint64
 
 	mu      sync.Mutex
 	contact map[string]time.Time
@@ -102,7 +103,14 @@ func JoinMembership(o MembershipOptions, initial Meta) (*Membership, error) {
 	c.Delegate = (*mlDelegate)(m)
 	c.Events = (*mlEvents)(m)
 	c.Ping = (*mlPing)(m)
-	c.LogOutput = logWriter{log: log.With("component", "gossip"), level: slog.LevelDebug}
+	// With encryption, what fails before it decrypts is an outsider's:
+	// logged rate-limited (see logWriter, gossipGuard).
+	refused := newRefusals(log.With("component", "gossip"))
+	lw := logWriter{log: log.With("component", "gossip"), level: slog.LevelDebug}
+	if o.Key != nil {
+		lw.outsiders = refused
+	}
+	c.LogOutput = lw
 	// Faster than the LAN defaults: membership feeds status and
 	// forwarding; raft, not gossip, decides primacy.
 	c.ProbeInterval = time.Second
@@ -112,14 +120,18 @@ func JoinMembership(o MembershipOptions, initial Meta) (*Membership, error) {
 	// A few small messages per second between a handful of nodes:
 	// compressing them costs more CPU than it saves.
 	c.EnableCompression = false
-	if o.Transport != nil {
-		c.Transport = o.Transport
-	}
 	if o.Key != nil {
 		c.SecretKey = o.Key
 	}
+	guard, err := guardTransport(o, host, port, lw, refused)
+	if err != nil {
+		return nil, fmt.Errorf("gossip address %s: %w", self.Gossip, err)
+	}
+	c.Transport = guard
+	m.guard = guard
 	ml, err := memberlist.Create(c)
 	if err != nil {
+		guard.Shutdown()
 		return nil, fmt.Errorf("gossip address %s: %w", self.Gossip, err)
 	}
 	m.ml = ml
@@ -223,7 +235,7 @@ func (m *Membership) Members() []Member {
 			if n.State == memberlist.StateSuspect {
 				mb.State = "suspect"
 			}
-			_ = json.Unmarshal(n.Meta, &mb.Meta)
+			mb.Meta, _ = decodeMeta(n.Meta)
 		} else if m.left[p.Name] {
 			mb.State = "left"
 		} else if !m.contact[p.Name].IsZero() {
@@ -314,8 +326,11 @@ func (m *Membership) Call(ctx context.Context, node, method string, body []byte)
 		delete(m.pending, id)
 		m.mu.Unlock()
 	}()
-	msg, _ := json.Marshal(rpcMsg{ID: id, From: m.opts.Self, Method: method, Body: body})
-	if err := m.ml.SendReliable(target, msg); err != nil {
+	msg, err := json.Marshal(rpcMsg{ID: id, From: m.opts.Self, Method: method, Body: body})
+	if err != nil {
+		return nil, fmt.Errorf("forward to %s: %w", node, err)
+	}
+	if err := m.sendMsg(target, msg); err != nil {
 		return nil, fmt.Errorf("forward to %s: %w", node, err)
 	}
 	select {
@@ -330,9 +345,9 @@ func (m *Membership) Call(ctx context.Context, node, method string, body []byte)
 }
 
 func (m *Membership) handleMsg(b []byte) {
-	var msg rpcMsg
-	if err := json.Unmarshal(b, &msg); err != nil {
-		m.log.Warn("gossip: undecodable message", "err", err)
+	msg, err := decodeRPC(b)
+	if err != nil {
+		m.log.Warn("gossip: message refused", "err", err)
 		return
 	}
 	if msg.Reply {
@@ -364,10 +379,10 @@ func (m *Membership) handleMsg(b []byte) {
 				reply.Kind = k.ErrorKind()
 			}
 		}
-		out, _ := json.Marshal(reply)
+		out := encodeReply(reply)
 		for _, n := range m.ml.Members() {
 			if n.Name == msg.From {
-				if err := m.ml.SendReliable(n, out); err != nil {
+				if err := m.sendMsg(n, out); err != nil {
 					m.log.Warn("gossip: reply", "to", msg.From, "err", err)
 				}
 				return

@@ -163,7 +163,7 @@ func OpenRaft(o RaftOptions) (*Raft, error) {
 				closeAll()
 				return nil, err
 			}
-			stream, err := newTLSStream(self.Raft, addr, conf)
+			stream, err := newTLSStream(self.Raft, addr, conf, streamGuard{Known: knownAddrs(o.Peers, func(p Peer) string { return p.Raft }), Log: log})
 			if err != nil {
 				closeAll()
 				return nil, fmt.Errorf("raft address %s: %w", self.Raft, err)

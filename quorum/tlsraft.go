@@ -8,9 +8,13 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"math/big"
 	"net"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -90,56 +94,183 @@ func clusterTLS(key []byte, cluster, self string) (*tls.Config, error) {
 }
 
 // handshakeTimeout bounds how long a connecting peer may take to prove it
-// holds the key; until then it holds only a goroutine and a socket.
+// holds the key; until then it holds only a goroutine, a socket and one of
+// the places raftAdmit allows.
 var handshakeTimeout = 10 * time.Second
 
-// tlsStream is a raft.StreamLayer speaking mutual TLS over TCP.
+// raftAdmit caps the raft connections still in their TLS handshake (see
+// admitLimits). Once the handshake is done the peer holds the key; only
+// then does raft get the connection and allocate its buffers (256 KiB for
+// reading, 4 KiB for writing). A handshake in progress costs a goroutine
+// and the TLS state, about 10 KiB (measured), so 64 strangers hold under
+// 1 MiB. A
+// configured node opens a handful of connections (replication, heartbeat,
+// pipeline, votes, snapshots), all at start or after a link breaks.
+var raftAdmit = admitLimits{PerSource: 8, Total: 64, PerKnown: 64}
+
+// tlsStream is a raft.StreamLayer speaking mutual TLS over TCP. It accepts
+// on its own goroutine and runs each handshake on another, under the
+// admission's caps and handshakeTimeout, and hands raft only connections
+// whose peer proved it holds the cluster key. (raft's own accept loop
+// starts a reader with its buffers for every connection it gets, and runs
+// a handshake only on the first read: an outsider's idle connections would
+// each cost that memory.)
 type tlsStream struct {
 	ln        net.Listener
 	advertise net.Addr
 	conf      *tls.Config
+	admit     *admission
+	refused   *refusals
+	log       *slog.Logger
+
+	ready chan net.Conn // handshake done, waiting for raft's Accept
+	stop  chan struct{}
+	once  sync.Once
+	wg    sync.WaitGroup
+
+	mu      sync.Mutex
+	shut    bool                  // Close began
+	pending map[net.Conn]struct{} // in their handshake; closed at Close
 }
 
-func newTLSStream(bind string, advertise net.Addr, conf *tls.Config) (*tlsStream, error) {
+// streamGuard says whose connections the stream layer favours (the
+// configured nodes' addresses) and where it reports what it refuses.
+type streamGuard struct {
+	Known map[netip.Addr]bool
+	Log   *slog.Logger
+}
+
+func newTLSStream(bind string, advertise net.Addr, conf *tls.Config, g streamGuard) (*tlsStream, error) {
 	ln, err := net.Listen("tcp", bind)
 	if err != nil {
 		return nil, err
 	}
-	return &tlsStream{ln: ln, advertise: advertise, conf: conf}, nil
-}
-
-// Accept returns the next connection. Its handshake runs on its first read,
-// in raft's goroutine for that connection (so a slow peer delays no one
-// else), within handshakeTimeout.
-func (s *tlsStream) Accept() (net.Conn, error) {
-	c, err := s.ln.Accept()
-	if err != nil {
-		return nil, err
+	log := g.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
-	return &serverConn{Conn: tls.Server(c, s.conf)}, nil
+	s := &tlsStream{ln: ln, advertise: advertise, conf: conf,
+		admit: newAdmission(raftAdmit, g.Known), refused: newRefusals(log), log: log,
+		ready: make(chan net.Conn), stop: make(chan struct{}), pending: map[net.Conn]struct{}{}}
+	s.wg.Add(1)
+	go s.acceptLoop()
+	return s, nil
 }
 
-func (s *tlsStream) Close() error { return s.ln.Close() }
-
-// serverConn completes the TLS handshake under a deadline before the first
-// read, then reads without one (raft's connections idle between calls).
-type serverConn struct {
-	*tls.Conn
-	once sync.Once
-	err  error
-}
-
-func (c *serverConn) Read(b []byte) (int, error) {
-	c.once.Do(func() {
-		c.Conn.SetDeadline(time.Now().Add(handshakeTimeout))
-		if c.err = c.Conn.Handshake(); c.err == nil {
-			c.err = c.Conn.SetDeadline(time.Time{})
+// acceptLoop accepts connections, refuses those over the caps at once (so
+// a flood holds no descriptor longer than it takes to close it), and
+// starts a handshake for the others.
+func (s *tlsStream) acceptLoop() {
+	defer s.wg.Done()
+	var delay time.Duration
+	var warned time.Time
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			select {
+			case <-s.stop:
+				return
+			default:
+			}
+			// Out of descriptors (or another transient error): wait
+			// rather than spin; the caps make this rare.
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			if time.Since(warned) >= refusalEvery {
+				warned = time.Now()
+				s.log.Warn("raft: accepting connections", "err", err)
+			}
+			select {
+			case <-s.stop:
+				return
+			case <-time.After(delay):
+			}
+			continue
 		}
-	})
-	if c.err != nil {
-		return 0, c.err
+		delay = 0
+		release, reason := s.admit.admit(c.RemoteAddr())
+		if reason != "" {
+			c.Close()
+			s.refused.note("raft", reason, c.RemoteAddr().String(), "")
+			continue
+		}
+		s.mu.Lock()
+		if s.shut {
+			s.mu.Unlock()
+			release()
+			c.Close()
+			return
+		}
+		s.pending[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go s.handshake(c, release)
 	}
-	return c.Conn.Read(b)
+}
+
+// handshake completes the TLS handshake of raw within handshakeTimeout and
+// hands the connection to raft.
+func (s *tlsStream) handshake(raw net.Conn, release func()) {
+	defer s.wg.Done()
+	tc := tls.Server(raw, s.conf)
+	raw.SetDeadline(time.Now().Add(handshakeTimeout))
+	err := tc.Handshake()
+	if err == nil {
+		err = raw.SetDeadline(time.Time{})
+	}
+	s.mu.Lock()
+	delete(s.pending, raw)
+	s.mu.Unlock()
+	release()
+	if err != nil {
+		raw.Close()
+		select {
+		case <-s.stop:
+			return // closed at shutdown: not the peer's doing
+		default:
+		}
+		reason := "TLS handshake failed (no or wrong cluster key)"
+		if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
+			reason = "no TLS handshake within " + handshakeTimeout.String()
+		} else if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			reason = "closed before completing the TLS handshake"
+		}
+		s.refused.note("raft", reason, raw.RemoteAddr().String(), err.Error())
+		return
+	}
+	select {
+	case s.ready <- tc:
+	case <-s.stop:
+		tc.Close()
+	}
+}
+
+// Accept returns the next connection whose peer completed the handshake.
+func (s *tlsStream) Accept() (net.Conn, error) {
+	select {
+	case c := <-s.ready:
+		return c, nil
+	case <-s.stop:
+		return nil, net.ErrClosed
+	}
+}
+
+// Close stops accepting, aborts the handshakes in progress and waits for
+// their goroutines.
+func (s *tlsStream) Close() error {
+	var err error
+	s.once.Do(func() {
+		close(s.stop)
+		err = s.ln.Close()
+		s.mu.Lock()
+		s.shut = true
+		for c := range s.pending {
+			c.Close()
+		}
+		s.mu.Unlock()
+		s.wg.Wait()
+		s.refused.close()
+	})
+	return err
 }
 
 // Dial connects to a peer; the timeout covers the TLS handshake.

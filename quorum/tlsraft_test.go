@@ -158,3 +158,109 @@ func TestRaftTLSHandshakeTimeout(t *testing.T) {
 		t.Fatalf("closed after %s (err %v), want about %s", el.Round(time.Millisecond), err, handshakeTimeout)
 	}
 }
+
+// TestRaftStreamHandshakeFirst: raft gets a connection from the stream
+// layer only after its peer completed the TLS handshake with the cluster's
+// certificate; idle connections and failed handshakes never reach it, and
+// Close aborts the handshakes in progress at once.
+func TestRaftStreamHandshakeFirst(t *testing.T) {
+	conf, err := clusterTLS(keyA, "prod", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := newTLSStream("127.0.0.1:0", nil, conf, streamGuard{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := s.ln.Addr().String()
+	accepted := make(chan net.Conn, 10)
+	go func() {
+		for {
+			c, err := s.Accept()
+			if err != nil {
+				close(accepted)
+				return
+			}
+			accepted <- c
+		}
+	}()
+	for range 3 {
+		dialFrom(t, "127.0.0.2", addr) // idle
+	}
+	junk := dialFrom(t, "127.0.0.3", addr)
+	junk.Write(bytes.Repeat([]byte("junk"), 100))
+	select {
+	case c := <-accepted:
+		t.Fatalf("raft got a connection from %s before any handshake", c.RemoteAddr())
+	case <-time.After(300 * time.Millisecond):
+	}
+	peerConf, err := clusterTLS(keyA, "prod", "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc, err := tls.Dial("tcp", addr, peerConf)
+	if err != nil {
+		t.Fatalf("key holder: %v", err)
+	}
+	defer tc.Close()
+	select {
+	case c := <-accepted:
+		if st := c.(*tls.Conn).ConnectionState(); !st.HandshakeComplete || len(st.PeerCertificates) == 0 || st.PeerCertificates[0].Subject.CommonName != "b" {
+			t.Fatalf("handed over before the handshake, or without the peer's certificate: %+v", st)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the key holder's connection did not reach raft")
+	}
+	start := time.Now()
+	s.Close()
+	if _, ok := <-accepted; ok {
+		t.Fatal("Accept returned a connection after Close")
+	}
+	if d := time.Since(start); d > handshakeTimeout/2 {
+		t.Fatalf("Close waited %s for the idle handshakes", d)
+	}
+}
+
+// TestRaftPreAuthCaps: connections still in their handshake are capped per
+// source address and in total for strangers; a key holder from a
+// configured node's address is still served while strangers fill their
+// share, and the cluster keeps committing.
+func TestRaftPreAuthCaps(t *testing.T) {
+	nodes, peers := tcpCluster(t, prod, prod, prod)
+	l := waitLeader(t, nodes, []string{"a", "b", "c"}, "")
+	term := nodes[l].Term()
+	target := peers[0].Raft
+	sources := raftAdmit.Total / raftAdmit.PerSource
+	var held []net.Conn
+	for i := range sources {
+		for range raftAdmit.PerSource {
+			held = append(held, dialFrom(t, src(2+i), target))
+		}
+	}
+	if c := dialFrom(t, src(2), target); !closedByPeer(c, 2*time.Second) {
+		t.Error("a connection over the per-address cap was kept")
+	}
+	if c := dialFrom(t, src(2+sources), target); !closedByPeer(c, 2*time.Second) {
+		t.Error("a connection over the strangers' total was kept")
+	}
+	for _, c := range held[:3] {
+		if closedByPeer(c, 100*time.Millisecond) {
+			t.Error("a connection within the caps was closed before its handshake timeout")
+		}
+	}
+	conf, err := clusterTLS(keyA, "prod", "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.1")}}, "tcp", target, conf)
+	if err != nil {
+		t.Fatalf("a key holder from a configured address, while strangers fill their share: %v", err)
+	}
+	tc.Close()
+	if err := nodes[l].Confirm(time.Second); err != nil {
+		t.Fatalf("members cannot commit: %v", err)
+	}
+	if got := nodes[l].Term(); got != term || !nodes[l].IsLeader() {
+		t.Fatalf("members disturbed: term %d → %d, still leader %v", term, got, nodes[l].IsLeader())
+	}
+}
