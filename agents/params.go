@@ -67,9 +67,9 @@ func (p Params) Int(name string, def int) (int, error) {
 	return n, nil
 }
 
-// MaxSeconds bounds every duration parameter: no device wait is longer
+// MaxDuration bounds every duration parameter: no device wait is longer
 // than a day, and a larger number would overflow a time.Duration.
-const MaxSeconds = 24 * time.Hour
+const MaxDuration = 24 * time.Hour
 
 // Seconds parses name as a duration: a number of seconds (fence-agents
 // style, fractions allowed) or a Go duration ("500ms").
@@ -85,8 +85,8 @@ func (p Params) Seconds(name string, def time.Duration) (time.Duration, error) {
 			return 0, fmt.Errorf("parameter %s: %q is not a duration in seconds", name, v)
 		case f < 0:
 			return 0, fmt.Errorf("parameter %s: %q is negative", name, v)
-		case f > MaxSeconds.Seconds():
-			return 0, fmt.Errorf("parameter %s: %q is more than %s", name, v, MaxSeconds)
+		case f > MaxDuration.Seconds():
+			return 0, fmt.Errorf("parameter %s: %q is more than %s", name, v, MaxDuration)
 		}
 		return time.Duration(f * float64(time.Second)), nil
 	}
@@ -94,8 +94,8 @@ func (p Params) Seconds(name string, def time.Duration) (time.Duration, error) {
 	if err != nil || d < 0 {
 		return 0, fmt.Errorf("parameter %s: %q is not a duration in seconds", name, v)
 	}
-	if d > MaxSeconds {
-		return 0, fmt.Errorf("parameter %s: %q is more than %s", name, v, MaxSeconds)
+	if d > MaxDuration {
+		return 0, fmt.Errorf("parameter %s: %q is more than %s", name, v, MaxDuration)
 	}
 	return d, nil
 }

@@ -105,9 +105,8 @@ type Daemon struct {
 	metricsLn  net.Listener
 	metricsSrv *http.Server
 
-	lastBeat   atomic.Int64 // quorum.Mono of the main loop's last progress
-	stallAfter time.Duration
-	stalled    atomic.Bool
+	lastBeat   atomic.Int64  // quorum.Mono of the main loop's last progress
+	stallAfter time.Duration // faults.go
 }
 
 // New opens every subsystem: the raft log and transport, gossip, the API

@@ -4,6 +4,7 @@ package daemon
 
 import (
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/fenced/fenced/quorum"
@@ -29,11 +30,13 @@ func stallFromEnv() time.Duration {
 	return d
 }
 
+var stalled atomic.Bool
+
 // injectedStall blocks the calling loop for good once the configured stall
 // time has passed.
 func (d *Daemon) injectedStall() {
 	if d.stallAfter > 0 && quorum.Since(d.started) > d.stallAfter {
-		if d.stalled.CompareAndSwap(false, true) {
+		if stalled.CompareAndSwap(false, true) {
 			d.log.Error("FAULT INJECTION: main loop stalled", "env", FaultStallEnv)
 		}
 		select {} // stuck for good

@@ -122,6 +122,7 @@ type tlsStream struct {
 	admit     *admission
 	refused   *refusals
 	log       *slog.Logger
+	timeout   time.Duration // handshakeTimeout when the stream was made
 
 	ready chan net.Conn // handshake done, waiting for raft's Accept
 	stop  chan struct{}
@@ -150,7 +151,7 @@ func newTLSStream(bind string, advertise net.Addr, conf *tls.Config, g streamGua
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &tlsStream{ln: ln, advertise: advertise, conf: conf,
-		admit: newAdmission(raftAdmit, g.Known), refused: newRefusals(log), log: log,
+		admit: newAdmission(raftAdmit, g.Known), refused: newRefusals(log), log: log, timeout: handshakeTimeout,
 		ready: make(chan net.Conn), stop: make(chan struct{}), pending: map[net.Conn]struct{}{}}
 	s.wg.Add(1)
 	go s.acceptLoop()
@@ -212,7 +213,7 @@ func (s *tlsStream) acceptLoop() {
 func (s *tlsStream) handshake(raw net.Conn, release func()) {
 	defer s.wg.Done()
 	tc := tls.Server(raw, s.conf)
-	raw.SetDeadline(time.Now().Add(handshakeTimeout))
+	raw.SetDeadline(time.Now().Add(s.timeout))
 	err := tc.Handshake()
 	if err == nil {
 		err = raw.SetDeadline(time.Time{})
@@ -230,7 +231,7 @@ func (s *tlsStream) handshake(raw net.Conn, release func()) {
 		}
 		reason := "TLS handshake failed (no or wrong cluster key)"
 		if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
-			reason = "no TLS handshake within " + handshakeTimeout.String()
+			reason = "no TLS handshake within " + s.timeout.String()
 		} else if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			reason = "closed before completing the TLS handshake"
 		}

@@ -177,7 +177,9 @@ func TestResetEtagAndErrors(t *testing.T) {
 		t.Fatalf("bogus reset: %d", resp.StatusCode)
 	}
 	wantError(t, doc, "ActionParameterValueNotInList")
-	resp, doc = c.do("POST", target, map[string]any{}, nil)
+	if resp, doc = c.do("POST", target, map[string]any{}, nil); resp.StatusCode != 400 {
+		t.Fatalf("reset without ResetType: %d", resp.StatusCode)
+	}
 	wantError(t, doc, "ActionParameterMissing")
 
 	if resp, _ = c.do("POST", target, map[string]string{"ResetType": "ForceOff"}, map[string]string{"If-Match": etag}); resp.StatusCode != 204 {
@@ -194,7 +196,7 @@ func TestResetEtagAndErrors(t *testing.T) {
 	wantError(t, doc, "PreconditionFailed")
 	// PATCH: AssetTag is writable, under If-Match; the answer is the
 	// updated resource with a new ETag.
-	resp, doc = c.do("GET", sysURI, nil, nil)
+	resp, _ = c.do("GET", sysURI, nil, nil)
 	etag = resp.Header.Get("ETag")
 	resp, doc = c.do("PATCH", sysURI, map[string]string{"AssetTag": "rack 7"}, map[string]string{"If-Match": etag})
 	if resp.StatusCode != 200 || doc["AssetTag"] != "rack 7" || resp.Header.Get("ETag") == etag || doc["@odata.etag"] != resp.Header.Get("ETag") {
