@@ -30,8 +30,8 @@ type exampleConfig struct {
 	Limits exampleLimits `yaml:"limits"`
 	Peers  []examplePeer `yaml:"peers"`
 	// Pools by name.
-	Pools map[string]examplePool `yaml:"pools,omitempty"`
-	Extra *exampleExtra          `yaml:"extra,omitempty"`
+	Pools         map[string]examplePool `yaml:"pools,omitempty"`
+	Extra         *exampleExtra          `yaml:"extra,omitempty"`
 	exampleInline `yaml:",inline"`
 	Untagged      int
 	Skipped       string `yaml:"-"`
