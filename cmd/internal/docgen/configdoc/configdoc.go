@@ -428,8 +428,8 @@ func (w *walker) fields(t reflect.Type, v reflect.Value, prefix string) ([]*Key,
 // describe fills k's type, default and children from type t and default v.
 func (w *walker) describe(k *Key, t reflect.Type, v reflect.Value) error {
 	t, v = deref(t, v)
-	if isLeaf(t) {
-		k.Type = typeName(t)
+	if desc, ok := valueType(t); ok {
+		k.Type = desc
 		k.Default = defaultString(t, v)
 		return nil
 	}
@@ -442,11 +442,6 @@ func (w *walker) describe(k *Key, t reflect.Type, v reflect.Value) error {
 		return err
 	case reflect.Slice, reflect.Array:
 		et, _ := deref(t.Elem(), reflect.Value{})
-		if isLeaf(et) {
-			k.Type = "list of " + plural(typeName(et))
-			k.Default = defaultString(t, v)
-			return nil
-		}
 		if et.Kind() != reflect.Struct {
 			return fmt.Errorf("list of %s is not supported", et)
 		}
@@ -456,26 +451,43 @@ func (w *walker) describe(k *Key, t reflect.Type, v reflect.Value) error {
 		k.Children = children
 		return err
 	case reflect.Map:
-		kt, et := t.Key(), t.Elem()
-		et, _ = deref(et, reflect.Value{})
-		if isLeaf(et) {
-			k.Type = "mapping of " + plural(typeName(kt)) + " to " + plural(typeName(et))
-			k.Default = defaultString(t, v)
-			return nil
-		}
-		if et.Kind() != reflect.Struct {
-			return fmt.Errorf("mapping to %s is not supported", et)
+		et, _ := deref(t.Elem(), reflect.Value{})
+		if _, ok := valueType(t.Key()); !ok || et.Kind() != reflect.Struct {
+			return fmt.Errorf("mapping %s is not supported", t)
 		}
 		k.Type = "mapping of names to mappings"
 		w.docFromType(k, et, true)
 		children, err := w.fields(et, reflect.Value{}, k.Path+"."+mapPlaceholder+".")
 		k.Children = children
 		return err
-	case reflect.Interface:
-		k.Type = "any value"
-		return nil
 	}
 	return fmt.Errorf("%s is not supported", t)
+}
+
+// valueType describes types documented as one key: scalars, types that
+// decode themselves, and lists and mappings of those ("list of strings",
+// "mapping of strings to lists of durations"). ok is false for types with
+// keys of their own inside (structs, and collections of structs).
+func valueType(t reflect.Type) (desc string, ok bool) {
+	t, _ = deref(t, reflect.Value{})
+	if isLeaf(t) {
+		return typeName(t), true
+	}
+	switch t.Kind() {
+	case reflect.Interface:
+		return "any value", true
+	case reflect.Slice, reflect.Array:
+		if e, ok := valueType(t.Elem()); ok {
+			return "list of " + plural(e), true
+		}
+	case reflect.Map:
+		kd, kok := valueType(t.Key())
+		ed, eok := valueType(t.Elem())
+		if kok && eok {
+			return "mapping of " + plural(kd) + " to " + plural(ed), true
+		}
+	}
+	return "", false
 }
 
 // docFromType gives a key whose field has no comment its type's doc comment.
@@ -625,8 +637,13 @@ func hasUnmarshal(t reflect.Type) bool {
 	return false
 }
 
+// plural of a type description: "strings", "lists of strings".
 func plural(s string) string {
-	if strings.HasSuffix(s, "s") {
+	first, rest, _ := strings.Cut(s, " ")
+	if rest != "" && (first == "list" || first == "mapping") {
+		return first + "s " + rest
+	}
+	if strings.HasSuffix(s, "s") || s == "any value" {
 		return s
 	}
 	return s + "s"

@@ -55,6 +55,8 @@ type exampleLimits struct {
 	Strict bool     `yaml:"strict"`
 	Tags   []string `yaml:"tags"`
 	Labels map[string]string
+	// Routes by name, each a list of waits.
+	Routes map[string][]span `yaml:"routes"`
 }
 
 // examplePeer is one peer of the thing.
@@ -125,7 +127,7 @@ func TestKeys(t *testing.T) {
 	}
 	walk(keys)
 	want := []string{
-		"name", "limits", "limits.wait", "limits.tries", "limits.strict", "limits.tags", "limits.labels",
+		"name", "limits", "limits.wait", "limits.tries", "limits.strict", "limits.tags", "limits.labels", "limits.routes",
 		"peers", "peers[].addr", "pools", "pools.NAME.size", "extra", "extra.on", "flat", "untagged",
 	}
 	if strings.Join(order, " ") != strings.Join(want, " ") {
@@ -139,6 +141,7 @@ func TestKeys(t *testing.T) {
 		{"limits.strict", "boolean", "false", `strict refuses ".dot" lines and back\slashes — and Unicode.`},
 		{"limits.tags", "list of strings", "[a, b]", ""},
 		{"limits.labels", "mapping of strings to strings", "{a: 2, z: 1}", ""},
+		{"limits.routes", "mapping of strings to lists of spans", "", "routes by name, each a list of waits."},
 		{"peers", "list of mappings", "", "Each entry is one peer of the thing."},
 		{"peers[].addr", "string", "", "addr is host:port."},
 		{"pools", "mapping of names to mappings", "", "pools by name."},
