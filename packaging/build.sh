@@ -26,6 +26,10 @@ PKG_ARCH=$("$GO" env GOARCH)
 STAGE=$(mktemp -d)
 trap 'rm -rf "$STAGE"' EXIT
 export PKG_VERSION PKG_RELEASE PKG_ARCH STAGE
+# The generators run below call the go command themselves (go list, go mod
+# download): the same toolchain as $GO.
+PATH="$("$GO" env GOROOT)/bin:$PATH"
+export PATH
 
 # What nfpm.yaml says about the package, for the files generated here.
 meta() { sed -n "s/^$1: //p" "$here/nfpm.yaml"; }

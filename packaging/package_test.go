@@ -126,6 +126,10 @@ func TestPackages(t *testing.T) {
 		if pre := run(t, "dpkg-deb", "-I", deb, "preinst"); !strings.Contains(pre, "groupadd --system fenced") {
 			t.Errorf("preinst does not create the fenced group:\n%s", pre)
 		}
+		// Removal stops the daemon through deb-systemd-invoke (policy-rc.d).
+		if pre := run(t, "dpkg-deb", "-I", deb, "prerm"); !strings.Contains(pre, "deb-systemd-invoke stop fenced.service") || strings.Contains(pre, "systemctl") {
+			t.Errorf("prerm:\n%s", pre)
+		}
 		// Nothing under /run in a .deb (a tmpfs; tmpfiles.d makes it).
 		for p := range debFiles {
 			if strings.HasPrefix(p, "/run") {
@@ -143,8 +147,8 @@ func TestPackages(t *testing.T) {
 		if !slices.Contains(strings.Split(flags, "\n"), "/etc/fenced/fenced.yaml cn") {
 			t.Errorf("/etc/fenced/fenced.yaml is not %%config(noreplace):\n%s", flags)
 		}
-		if s := run(t, "rpm", "-qp", "--scripts", rpm); !strings.Contains(s, "groupadd --system fenced") {
-			t.Errorf("rpm scripts do not create the fenced group:\n%s", s)
+		if s := run(t, "rpm", "-qp", "--scripts", rpm); !strings.Contains(s, "groupadd --system fenced") || !strings.Contains(s, "systemctl --no-reload disable --now fenced.service") {
+			t.Errorf("rpm scripts do not create the fenced group or do not stop the service on erase:\n%s", s)
 		}
 		// %doc, %license and %ghost: rpm --excludedocs leaves the docs out,
 		// /run/fenced is owned but not in the payload.
