@@ -594,10 +594,8 @@ func deref(t reflect.Type, v reflect.Value) (reflect.Type, reflect.Value) {
 // isLeaf: scalars, and types that decode themselves from a scalar
 // (UnmarshalYAML, UnmarshalText), such as durations.
 func isLeaf(t reflect.Type) bool {
-	for _, m := range []string{"UnmarshalYAML", "UnmarshalText"} {
-		if _, ok := reflect.PointerTo(t).MethodByName(m); ok {
-			return true
-		}
+	if hasUnmarshal(t) {
+		return true
 	}
 	switch t.Kind() {
 	case reflect.Struct, reflect.Slice, reflect.Array, reflect.Map, reflect.Interface:
@@ -607,7 +605,7 @@ func isLeaf(t reflect.Type) bool {
 }
 
 func typeName(t reflect.Type) string {
-	if t.Name() != "" && t.PkgPath() != "" && isLeaf(t) && hasUnmarshal(t) {
+	if t.Name() != "" && hasUnmarshal(t) { // duration, time, ...
 		return strings.ToLower(t.Name())
 	}
 	switch t.Kind() {
