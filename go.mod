@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/bougou/go-ipmi v0.9.1
 	github.com/coreos/go-systemd/v22 v22.7.0
+	github.com/google/licensecheck v0.3.1
 	github.com/gosnmp/gosnmp v1.47.0
 	github.com/hashicorp/go-hclog v1.6.3
 	github.com/hashicorp/memberlist v0.7.0

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
+	"debug/buildinfo"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -47,9 +49,11 @@ func shipped(packager string) map[string]string {
 		"/var/lib/fenced":                                    "drwx------",
 		"/usr/lib/fenced":                                    "drwxr-xr-x",
 		"/usr/lib/fenced/agents":                             "drwxr-xr-x",
-		"/usr/share/man/man1/fenced.1.gz":                    "-rw-r--r--",
-		"/usr/share/man/man1/fenced-run.1.gz":                "-rw-r--r--",
+		"/usr/share/man/man8/fenced.8.gz":                    "-rw-r--r--",
+		"/usr/share/man/man8/fenced-run.8.gz":                "-rw-r--r--",
+		"/usr/share/man/man5/fenced.yaml.5.gz":               "-rw-r--r--",
 		"/usr/share/man/man1/fencectl.1.gz":                  "-rw-r--r--",
+		"/usr/share/doc/fenced/README.md":                    "-rw-r--r--",
 		"/usr/share/bash-completion/completions/fenced":      "-rw-r--r--",
 		"/usr/share/bash-completion/completions/fencectl":    "-rw-r--r--",
 		zsh + "_fenced":                                      "-rw-r--r--",
@@ -58,9 +62,15 @@ func shipped(packager string) map[string]string {
 		"/usr/share/fish/vendor_completions.d/fencectl.fish": "-rw-r--r--",
 	}
 	if packager == "rpm" {
-		// Fedora's rule: the package owns its runtime directory (Debian's:
-		// nothing under /run; tmpfiles.d makes it).
+		// Fedora's rule: the package owns its runtime directory, as %ghost
+		// (Debian's: nothing under /run; tmpfiles.d makes it).
 		m["/run/fenced"] = "drwxr-xr-x"
+		m["/usr/share/licenses/fenced/LICENSE"] = "-rw-r--r--"
+		m["/usr/share/licenses/fenced/copyright"] = "-rw-r--r--"
+	} else {
+		m["/usr/share/doc/fenced/copyright"] = "-rw-r--r--"
+		m["/usr/share/doc/fenced/changelog.Debian.gz"] = "-rw-r--r--"
+		m["/usr/share/lintian/overrides/fenced"] = "-rw-r--r--"
 	}
 	return m
 }
@@ -74,14 +84,16 @@ type pkgFile struct {
 
 // TestPackages builds both packages through `make package`, checks their file
 // lists and modes (acceptance 1), that the man pages and completions inside
-// are those the current commands generate (6), then installs, runs, removes
-// and reinstalls the .deb on this machine, verifying the unit with
-// systemd-analyze (2, 3), and purges it again.
+// are those the current commands generate (6), that the copyright files and
+// the rpm's License are those the shipped binaries' modules give, that
+// lintian and rpmlint find nothing the packaging does not justify, then
+// installs, runs, removes and reinstalls the .deb on this machine, verifying
+// the unit with systemd-analyze (2, 3), and purges it again.
 func TestPackages(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds both packages (minutes on a cold cache); not in -short")
 	}
-	for _, tool := range []string{"make", "go", "dpkg-deb", "rpm", "systemd-analyze"} {
+	for _, tool := range []string{"make", "go", "dpkg-deb", "dpkg-parsechangelog", "rpm", "systemd-analyze", "lintian", "rpmlint"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("%s is missing (.ci/install-deps installs it): %v", tool, err)
 		}
@@ -114,6 +126,10 @@ func TestPackages(t *testing.T) {
 		if pre := run(t, "dpkg-deb", "-I", deb, "preinst"); !strings.Contains(pre, "groupadd --system fenced") {
 			t.Errorf("preinst does not create the fenced group:\n%s", pre)
 		}
+		// Removal stops the daemon through deb-systemd-invoke (policy-rc.d).
+		if pre := run(t, "dpkg-deb", "-I", deb, "prerm"); !strings.Contains(pre, "deb-systemd-invoke stop fenced.service") || strings.Contains(pre, "systemctl") {
+			t.Errorf("prerm:\n%s", pre)
+		}
 		// Nothing under /run in a .deb (a tmpfs; tmpfiles.d makes it).
 		for p := range debFiles {
 			if strings.HasPrefix(p, "/run") {
@@ -131,13 +147,43 @@ func TestPackages(t *testing.T) {
 		if !slices.Contains(strings.Split(flags, "\n"), "/etc/fenced/fenced.yaml cn") {
 			t.Errorf("/etc/fenced/fenced.yaml is not %%config(noreplace):\n%s", flags)
 		}
-		if s := run(t, "rpm", "-qp", "--scripts", rpm); !strings.Contains(s, "groupadd --system fenced") {
-			t.Errorf("rpm scripts do not create the fenced group:\n%s", s)
+		if s := run(t, "rpm", "-qp", "--scripts", rpm); !strings.Contains(s, "groupadd --system fenced") || !strings.Contains(s, "systemctl --no-reload disable --now fenced.service") {
+			t.Errorf("rpm scripts do not create the fenced group or do not stop the service on erase:\n%s", s)
+		}
+		// %doc, %license and %ghost: rpm --excludedocs leaves the docs out,
+		// /run/fenced is owned but not in the payload.
+		for _, line := range strings.Split(strings.TrimSpace(flags), "\n") {
+			path, fl, _ := strings.Cut(line, " ")
+			var want string
+			switch {
+			case strings.HasPrefix(path, "/usr/share/man/"), path == "/usr/share/doc/fenced/README.md":
+				want = "d"
+			case strings.HasPrefix(path, "/usr/share/licenses/fenced/"):
+				want = "l"
+			case path == "/run/fenced":
+				want = "g"
+			default:
+				continue
+			}
+			if fl != want {
+				t.Errorf("rpm: %s has flags %q, want %q", path, fl, want)
+			}
+		}
+		meta := run(t, "rpm", "-qp", "--qf", "%{URL}|%{VENDOR}|%{GROUP}", rpm)
+		if meta != nfpmField(t, "homepage")+"|"+nfpmField(t, "vendor")+"|System Environment/Daemons" {
+			t.Errorf("rpm URL|Vendor|Group: %q", meta)
+		}
+		if cl := run(t, "rpm", "-qp", "--changelog", rpm); !strings.Contains(cl, nfpmField(t, "maintainer")+" - "+testPkgVersion+"\n- Package of fenced "+testDescribe+".") {
+			t.Errorf("rpm changelog:\n%s", cl)
 		}
 	})
 	if t.Failed() {
 		return
 	}
+	t.Run("changelog", func(t *testing.T) { checkChangelog(t, deb) })
+	t.Run("copyright", func(t *testing.T) { checkCopyright(t, repo, deb, rpm, rpmFiles) })
+	t.Run("lintian", func(t *testing.T) { checkLintian(t, deb) })
+	t.Run("rpmlint", func(t *testing.T) { checkRpmlint(t, repo, rpm, rpmFiles) })
 	t.Run("docs", func(t *testing.T) { checkDocs(t, repo, deb, debFiles, rpmFiles) })
 	t.Run("install", func(t *testing.T) { checkInstall(t, repo, deb) })
 	t.Run("upgrade", func(t *testing.T) {
@@ -185,7 +231,8 @@ func checkShipped(t *testing.T, packager string, files map[string]pkgFile) {
 		}
 	}
 	for p, f := range files {
-		if f.owner != "root/root" {
+		// nfpm writes the changelog it generates with numeric ids only.
+		if f.owner != "root/root" && f.owner != "0/0" {
 			t.Errorf("%s: %s owned by %s, want root/root", packager, p, f.owner)
 		}
 		if strings.HasPrefix(p, "/usr/share/man/") && f.mode[0] == '-' && f.mode != "-rw-r--r--" {
@@ -262,18 +309,30 @@ func checkDocs(t *testing.T, repo, deb string, debFiles, rpmFiles map[string]pkg
 			t.Fatalf("%s gen-docs: %v\n%s", name, err, out)
 		}
 	}
+	// fenced.yaml(5), from the current daemon/config.
+	gen := exec.Command("go", "run", "./cmd/internal/docgen/fencedyaml", "--version", testDescribe, "--out", filepath.Join(ref, "man"))
+	gen.Dir = repo
+	gen.Env = append(os.Environ(), "SOURCE_DATE_EPOCH="+testEpoch)
+	if out, err := gen.CombinedOutput(); err != nil {
+		t.Fatalf("fencedyaml: %v\n%s", err, out)
+	}
 	root := filepath.Join(tmp, "deb")
 	run(t, "dpkg-deb", "-x", deb, root)
 
 	// package path (deb) -> regenerated file; the rpm has the same content,
-	// zsh completions under site-functions.
+	// zsh completions under site-functions. Each page in its section:
+	// fenced's commands in 8, fencectl's in 1, the configuration file in 5.
 	want := map[string]string{}
-	pages, _ := filepath.Glob(filepath.Join(ref, "man", "*.1"))
-	if len(pages) < 5 {
-		t.Fatalf("regenerated only %d man pages", len(pages))
-	}
+	pages, _ := filepath.Glob(filepath.Join(ref, "man", "*.[0-9]"))
+	sections := map[string]int{}
 	for _, p := range pages {
-		want["/usr/share/man/man1/"+filepath.Base(p)+".gz"] = p
+		sec := p[len(p)-1:]
+		name := strings.TrimSuffix(filepath.Base(p), "."+sec)
+		sections[strings.SplitN(name, "-", 2)[0]+"("+sec+")"]++
+		want["/usr/share/man/man"+sec+"/"+filepath.Base(p)+".gz"] = p
+	}
+	if sections["fenced(8)"] < 4 || sections["fencectl(1)"] < 5 || sections["fenced.yaml(5)"] != 1 || len(sections) != 3 {
+		t.Fatalf("regenerated pages by command and section: %v", sections)
 	}
 	for _, name := range []string{"fenced", "fencectl"} {
 		c := filepath.Join(ref, "completions", name)
@@ -636,4 +695,200 @@ func pkgVersion(t *testing.T, describe, epoch string) string {
 		t.Fatalf("pkgversion.sh %q: %v", describe, err)
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// nfpmField is a top-level scalar of nfpm.yaml (maintainer, homepage, ...).
+func nfpmField(t *testing.T, key string) string {
+	t.Helper()
+	b, err := os.ReadFile("nfpm.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, key+": "); ok {
+			return v
+		}
+	}
+	t.Fatalf("nfpm.yaml has no %s", key)
+	return ""
+}
+
+// checkChangelog: the .deb's changelog.Debian.gz is a Debian changelog
+// (dpkg parses it) whose entry is this very version.
+func checkChangelog(t *testing.T, deb string) {
+	tmp := t.TempDir()
+	run(t, "dpkg-deb", "-x", deb, tmp)
+	gz, err := os.ReadFile(filepath.Join(tmp, "usr/share/doc/fenced/changelog.Debian.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := gunzip(gz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(tmp, "changelog")
+	if err := os.WriteFile(f, text, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := run(t, "dpkg-parsechangelog", "-l", f, "-S", "Version")
+	if strings.TrimSpace(got) != testPkgVersion {
+		t.Errorf("changelog version %q, want %s:\n%s", got, testPkgVersion, text)
+	}
+	if m := run(t, "dpkg-parsechangelog", "-l", f, "-S", "Maintainer"); strings.TrimSpace(m) != nfpmField(t, "maintainer") {
+		t.Errorf("changelog maintainer %q", m)
+	}
+}
+
+// checkCopyright regenerates the copyright files and the rpm's License from
+// the binaries the .deb ships, the way build.sh does, and compares them with
+// what the packages carry: the .deb's copyright, the rpm's full-text one (by
+// digest), the rpm's License tag. Independently of the generator, every
+// module in the binaries' build information must have its Files paragraph.
+func checkCopyright(t *testing.T, repo, deb, rpm string, rpmFiles map[string]pkgFile) {
+	tmp := t.TempDir()
+	root := filepath.Join(tmp, "deb")
+	run(t, "dpkg-deb", "-x", deb, root)
+	out := filepath.Join(tmp, "out")
+	if err := os.Mkdir(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	gen := exec.Command("go", "run", "./packaging/copyright", "--name", "fenced",
+		"--contact", nfpmField(t, "maintainer"), "--source", nfpmField(t, "homepage"), "--copyright", nfpmField(t, "vendor"),
+		"--license", "LICENSE", "--deb", filepath.Join(out, "deb"), "--full", filepath.Join(out, "full"), "--spdx", filepath.Join(out, "spdx"),
+		"/usr/sbin/fenced="+filepath.Join(root, "usr/sbin/fenced"), "/usr/bin/fencectl="+filepath.Join(root, "usr/bin/fencectl"))
+	gen.Dir = repo
+	if b, err := gen.CombinedOutput(); err != nil {
+		t.Fatalf("copyright generator: %v\n%s", err, b)
+	}
+	read := func(p string) []byte {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	shipped := read(filepath.Join(root, "usr/share/doc/fenced/copyright"))
+	if !bytes.Equal(shipped, read(filepath.Join(out, "deb"))) {
+		t.Errorf("the .deb's copyright differs from what its binaries' modules give")
+	}
+	h := sha256.Sum256(read(filepath.Join(out, "full")))
+	if got := rpmFiles["/usr/share/licenses/fenced/copyright"].digest; got != hex.EncodeToString(h[:]) {
+		t.Errorf("the rpm's copyright (digest %s) differs from what its binaries' modules give (%x)", got, h)
+	}
+	spdx := strings.TrimSpace(string(read(filepath.Join(out, "spdx"))))
+	if got := run(t, "rpm", "-qp", "--qf", "%{LICENSE}", rpm); got != spdx {
+		t.Errorf("rpm License %q, want %q", got, spdx)
+	}
+	for _, id := range []string{"Apache-2.0", "MPL-2.0", "BSD-3-Clause"} { // the project, hashicorp/raft, Go
+		if !strings.Contains(spdx, id) {
+			t.Errorf("rpm License %q lacks %s", spdx, id)
+		}
+	}
+	for _, bin := range []string{"usr/sbin/fenced", "usr/bin/fencectl"} {
+		bi, err := buildinfo.ReadFile(filepath.Join(root, bin))
+		if err != nil {
+			t.Fatalf("%s: %v (stripping must keep the build information)", bin, err)
+		}
+		if len(bi.Deps) < 10 {
+			t.Fatalf("%s: only %d modules in its build information", bin, len(bi.Deps))
+		}
+		for _, d := range bi.Deps {
+			if !bytes.Contains(shipped, []byte("\nFiles: "+d.Path+"/*\n")) {
+				t.Errorf("copyright: no Files paragraph for %s (linked into /%s)", d.Path, bin)
+			}
+		}
+	}
+	for _, s := range []string{"\nFiles: *\nCopyright: " + nfpmField(t, "vendor") + "\nLicense: Apache-2.0\n", "\nFiles: go/*\n", "/usr/share/common-licenses/Apache-2.0"} {
+		if !bytes.Contains(shipped, []byte(s)) {
+			t.Errorf("copyright lacks %q", s)
+		}
+	}
+}
+
+// checkLintian runs lintian on the .deb: no error, no warning (the overrides
+// the package ships say why the rest is not a defect), and no override left
+// that matches nothing.
+func checkLintian(t *testing.T, deb string) {
+	cmd := exec.Command("lintian", "--display-info", "--pedantic", "--show-overrides", deb)
+	out, err := cmd.CombinedOutput()
+	t.Logf("lintian:\n%s", out)
+	if ee, ok := err.(*exec.ExitError); err != nil && !(ok && ee.ExitCode() == 1) {
+		t.Fatalf("lintian: %v", err)
+	}
+	overridden := 0
+	for _, line := range strings.Split(string(out), "\n") {
+		switch {
+		case strings.HasPrefix(line, "E: "), strings.HasPrefix(line, "W: "):
+			t.Errorf("lintian: %s", line)
+		case strings.Contains(line, "unused-override"), strings.Contains(line, "mismatched-override"):
+			t.Errorf("lintian: stale override: %s", line)
+		case strings.HasPrefix(line, "O: "):
+			overridden++
+		}
+	}
+	if overridden == 0 {
+		t.Error("lintian reported no overridden tag: were the overrides shipped and read?")
+	}
+}
+
+// checkRpmlint runs rpmlint with the project's settings and justified
+// filters (packaging/rpmlint.toml, fenced.rpmlintrc): no error, no warning,
+// and no filter that matches nothing (rpmlint's unused-rpmlintrc-filter).
+//
+// nfpm writes the payload's file names absolute (/usr/sbin/fenced), which
+// rpm accepts, but rpmlint unpacks with `cpio -id` in a scratch directory,
+// and GNU cpio would write absolute names to the real /: a cpio put first
+// on PATH adds --no-absolute-filenames. The test checks afterwards that no
+// file of the package appeared on this machine.
+func checkRpmlint(t *testing.T, repo, rpm string, rpmFiles map[string]pkgFile) {
+	shim := t.TempDir()
+	cpio, err := exec.LookPath("cpio")
+	if err != nil {
+		t.Fatalf("cpio is missing (rpmlint needs it): %v", err)
+	}
+	script := "#!/bin/sh\nexec " + cpio + " --no-absolute-filenames \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(shim, "cpio"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	existed := map[string]bool{}
+	for p := range rpmFiles {
+		if _, err := os.Lstat(p); err == nil {
+			existed[p] = true
+		}
+	}
+	cmd := exec.Command("rpmlint", "-c", filepath.Join(repo, "packaging", "rpmlint.toml"), "-r", filepath.Join(repo, "packaging", "fenced.rpmlintrc"), rpm)
+	cmd.Env = append(os.Environ(), "PATH="+shim+string(os.PathListSeparator)+os.Getenv("PATH"))
+	cmd.Dir = t.TempDir()
+	out, err := cmd.CombinedOutput()
+	t.Logf("rpmlint:\n%s", out)
+	var created []string
+	for p := range rpmFiles {
+		if _, err := os.Lstat(p); err == nil && !existed[p] {
+			t.Errorf("rpmlint's unpacking created %s on this machine", p)
+			created = append(created, p)
+		}
+	}
+	// Undo exactly that: the package's own files (same digest), then the
+	// directories it made, deepest first, if empty.
+	sort.Slice(created, func(i, j int) bool { return len(created[i]) > len(created[j]) })
+	for _, p := range created {
+		if b, err := os.ReadFile(p); err == nil {
+			if h := sha256.Sum256(b); hex.EncodeToString(h[:]) == rpmFiles[p].digest {
+				os.Remove(p)
+			}
+		} else if rpmFiles[p].mode[0] == 'd' {
+			os.Remove(p) // fails unless empty
+		}
+	}
+	if err != nil {
+		t.Errorf("rpmlint: %v", err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.Contains(line, ": E: ") || strings.Contains(line, ": W: ") {
+			t.Errorf("rpmlint: %s", line)
+		}
+	}
+	if !strings.Contains(string(out), " 0 errors, 0 warnings") {
+		t.Errorf("rpmlint did not report 0 errors, 0 warnings")
+	}
 }

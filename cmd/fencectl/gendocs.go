@@ -11,6 +11,7 @@ func init() {
 	extraCommands = append(extraCommands, func(*app) *cobra.Command {
 		// Hidden: packaging runs it on the freshly built binary, so the man
 		// pages and completions come from the very commands being shipped.
-		return docgen.Command(api.Version)
+		// Section 1: a user command (members of group fenced may run it).
+		return docgen.Command(api.Version, "1")
 	})
 }

@@ -13,6 +13,7 @@ func init() {
 	extraCommands = append(extraCommands, func(context.Context, *stdio) *cobra.Command {
 		// Hidden: packaging runs it on the freshly built binary, so the man
 		// pages and completions come from the very commands being shipped.
-		return docgen.Command(api.Version)
+		// Section 8: a daemon and the administrator's commands around it.
+		return docgen.Command(api.Version, "8")
 	})
 }

@@ -27,13 +27,13 @@ func TestGenDocsCoversCommandTree(t *testing.T) {
 		if c.Hidden {
 			return
 		}
-		want[strings.ReplaceAll(c.CommandPath(), " ", "-")+".1"] = true
+		want[strings.ReplaceAll(c.CommandPath(), " ", "-")+".8"] = true
 		for _, sub := range c.Commands() {
 			walk(sub)
 		}
 	}
 	walk(root)
-	for _, must := range []string{"fenced.1", "fenced-run.1", "fenced-validate.1", "fenced-version.1"} {
+	for _, must := range []string{"fenced.8", "fenced-run.8", "fenced-validate.8", "fenced-version.8"} {
 		if !want[must] {
 			t.Fatalf("the tree lacks %s; visible: %v", must, want)
 		}

@@ -7,7 +7,7 @@ if command -v systemd-tmpfiles >/dev/null 2>&1; then
 	systemd-tmpfiles --create /usr/lib/tmpfiles.d/fenced.conf || true
 fi
 if [ ! -d /run/fenced ]; then
-	install -d -m 0755 /run/fenced
+	mkdir -m 0755 /run/fenced
 fi
 if [ -d /run/systemd/system ]; then
 	systemctl daemon-reload || true

@@ -16,8 +16,10 @@ import (
 )
 
 // Command returns the hidden `gen-docs` command, which documents the root of
-// the tree it is added to. version goes into the man pages' footer.
-func Command(version string) *cobra.Command {
+// the tree it is added to. version goes into the man pages' footer; section
+// is the manual section of every page of the tree: "8" for a daemon and its
+// administration commands, "1" for user commands.
+func Command(version, section string) *cobra.Command {
 	var manDir, complDir string
 	cmd := &cobra.Command{
 		Use:    "gen-docs --man DIR --completions DIR",
@@ -30,11 +32,11 @@ func Command(version string) *cobra.Command {
 			}
 			root := cmd.Root()
 			if manDir != "" {
-				date, err := sourceDate()
+				date, err := SourceDate()
 				if err != nil {
 					return err
 				}
-				if err := WriteMan(root, version, date, manDir); err != nil {
+				if err := WriteMan(root, version, section, date, manDir); err != nil {
 					return err
 				}
 			}
@@ -46,15 +48,15 @@ func Command(version string) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&manDir, "man", "", "directory for the section 1 man pages (NAME.1, NAME-SUB.1, ...)")
+	cmd.Flags().StringVar(&manDir, "man", "", "directory for the man pages (NAME."+section+", NAME-SUB."+section+", ...)")
 	cmd.Flags().StringVar(&complDir, "completions", "", "directory for NAME.bash, NAME.zsh and NAME.fish")
 	return cmd
 }
 
-// sourceDate is the date the man pages show: SOURCE_DATE_EPOCH when set (the
+// SourceDate is the date the man pages show: SOURCE_DATE_EPOCH when set (the
 // packaging sets it to the commit time, so rebuilding gives the same bytes),
 // else today.
-func sourceDate() (time.Time, error) {
+func SourceDate() (time.Time, error) {
 	v := os.Getenv("SOURCE_DATE_EPOCH")
 	if v == "" {
 		return time.Now().UTC(), nil
@@ -66,16 +68,17 @@ func sourceDate() (time.Time, error) {
 	return time.Unix(sec, 0).UTC(), nil
 }
 
-// WriteMan writes one section 1 page per visible command of root's tree into
-// dir (hidden commands such as `sim` and `gen-docs` get none).
-func WriteMan(root *cobra.Command, version string, date time.Time, dir string) error {
+// WriteMan writes one page of the given manual section per visible command
+// of root's tree into dir (hidden commands such as `sim` and `gen-docs` get
+// none).
+func WriteMan(root *cobra.Command, version, section string, date time.Time, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("gen-docs: man pages: %w", err)
 	}
 	// The "Auto generated" trailer would carry a second, unpinned date.
 	disableAutoGenTag(root)
 	header := &doc.GenManHeader{
-		Section: "1",
+		Section: section,
 		Date:    &date,
 		Source:  root.Name() + " " + version,
 		Manual:  root.Name() + " manual",

@@ -19,7 +19,7 @@ func testTree() *cobra.Command {
 	dev := &cobra.Command{Use: "device", Short: "Devices"}
 	dev.AddCommand(&cobra.Command{Use: "list", Short: "List devices", RunE: func(*cobra.Command, []string) error { return nil }})
 	secret := &cobra.Command{Use: "sim", Short: "Simulators", Hidden: true, RunE: func(*cobra.Command, []string) error { return nil }}
-	root.AddCommand(run, dev, secret, Command("1.2.3"))
+	root.AddCommand(run, dev, secret, Command("1.2.3", "8"))
 	return root
 }
 
@@ -55,21 +55,21 @@ func TestManPagesCoverVisibleCommandsOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := names(t, man)
-	want := []string{"tool-device-list.1", "tool-device.1", "tool-run.1", "tool.1"}
+	want := []string{"tool-device-list.8", "tool-device.8", "tool-run.8", "tool.8"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("man pages %v, want %v", got, want)
 	}
-	page, err := os.ReadFile(filepath.Join(man, "tool-run.1"))
+	page, err := os.ReadFile(filepath.Join(man, "tool-run.8"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{`.TH "TOOL-RUN" "1" "Nov 2023" "tool 1.2.3" "tool manual"`, "config", "/etc/tool.yaml"} {
+	for _, s := range []string{`.TH "TOOL-RUN" "8" "Nov 2023" "tool 1.2.3" "tool manual"`, "config", "/etc/tool.yaml", `\fBtool(8)\fP`} {
 		if !strings.Contains(string(page), s) {
-			t.Errorf("tool-run.1 lacks %q:\n%s", s, page)
+			t.Errorf("tool-run.8 lacks %q:\n%s", s, page)
 		}
 	}
 	if strings.Contains(string(page), "Auto generated") {
-		t.Errorf("tool-run.1 carries cobra's dated trailer:\n%s", page)
+		t.Errorf("tool-run.8 carries cobra's dated trailer:\n%s", page)
 	}
 	if got := names(t, compl); !slices.Equal(got, []string{"tool.bash", "tool.fish", "tool.zsh"}) {
 		t.Fatalf("completions %v", got)
