@@ -5,7 +5,7 @@ LDFLAGS := -X github.com/fenced/fenced/daemon/api.Version=$(VERSION)
 TEST_TIMEOUT ?= 25m
 DIST    ?= dist
 
-.PHONY: all build demo test test-deps unit fuzz-smoke package clean
+.PHONY: all build demo test test-deps lint race unit fuzz-smoke package clean
 
 all: build
 
@@ -24,11 +24,27 @@ demo: build
 # The multi-process cluster tests (./daemon) run on their own, after the
 # rest, so CPU-heavy package tests do not skew their timing on small CI
 # machines.
-test: test-deps
-	$(GO) vet ./...
+test: test-deps lint
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v '/daemon$$')
+	$(MAKE) race
 	$(MAKE) fuzz-smoke
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./daemon
+
+# go vet and staticcheck (pinned; fetched through the module proxy), both
+# also with the test-only fault injection compiled in.
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+lint:
+	$(GO) vet ./...
+	$(GO) vet -tags faultinject ./daemon
+	$(GO) run $(STATICCHECK) ./...
+	$(GO) run $(STATICCHECK) -tags faultinject ./daemon
+
+# The race detector on the packages whose tests run their concurrency in
+# the test process (the cluster tests in ./daemon run fenced as separate
+# processes, and are timing-sensitive: they run without it).
+RACE_PKGS ?= ./daemon/tenure ./daemon/api ./daemon/config ./daemon/storage/... ./quorum ./stonith ./agents/...
+race:
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(RACE_PKGS)
 
 test-deps:
 	./.ci/install-deps

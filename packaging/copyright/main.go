@@ -64,7 +64,7 @@ func run(args []string) error {
 		return err
 	}
 	if h.Contact == "" || h.Source == "" || h.Copyright == "" || fs.NArg() == 0 {
-		return errors.New("usage: copyright --contact C --source URL --copyright HOLDERS [--license FILE] [--deb OUT] [--full OUT] [--spdx OUT] INSTALLED=BINARY...")
+		return errors.New("usage: copyright --contact C --source URL --copyright HOLDERS [--license FILE] [--deb OUT] [--full OUT] [--spdx OUT] INSTALLED=BINARY [INSTALLED=BINARY ...]")
 	}
 	bins := make([][2]string, fs.NArg())
 	for i, a := range fs.Args() {
@@ -494,15 +494,6 @@ func single(p *Part) string {
 		return p.IDs[0]
 	}
 	return ""
-}
-
-func sortedIDs(m map[string]bool) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // field writes a deb822 field: the first line after the name, the others

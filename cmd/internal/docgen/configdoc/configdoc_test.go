@@ -35,7 +35,8 @@ type exampleConfig struct {
 	exampleInline `yaml:",inline"`
 	Untagged      int
 	Skipped       string `yaml:"-"`
-	hidden        string
+	//lint:ignore U1000 an unexported field: the generator must leave it out
+	hidden string
 }
 
 // exampleLimits holds bounds.
