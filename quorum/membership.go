@@ -63,8 +63,12 @@ type Membership struct {
 	stop  chan struct{}
 	wg    sync.WaitGroup
 	seq   atomic.Uint64
+	// ctx ends at Shutdown; forwarded requests' handlers run under it.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	mu      sync.Mutex
+	closed  bool // Shutdown began: no new handler
 	contact map[string]time.Time
 	rtt     map[string]time.Duration
 	left    map[string]bool
@@ -92,6 +96,7 @@ func JoinMembership(o MembershipOptions, initial Meta) (*Membership, error) {
 	m := &Membership{opts: o, log: log, stop: make(chan struct{}),
 		contact: map[string]time.Time{}, rtt: map[string]time.Duration{}, left: map[string]bool{},
 		pending: map[uint64]chan rpcMsg{}, metaCh: make(chan struct{}, 1)}
+	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.meta.Store(&initial)
 
 	c := memberlist.DefaultLANConfig()
@@ -131,6 +136,7 @@ func JoinMembership(o MembershipOptions, initial Meta) (*Membership, error) {
 	m.guard = guard
 	ml, err := memberlist.Create(c)
 	if err != nil {
+		m.cancel()
 		guard.Shutdown()
 		return nil, fmt.Errorf("gossip address %s: %w", self.Gossip, err)
 	}
@@ -275,6 +281,10 @@ func (m *Membership) Shutdown() error {
 		return nil
 	default:
 	}
+	m.mu.Lock()
+	m.closed = true
+	m.mu.Unlock()
+	m.cancel()
 	close(m.stop)
 	err := m.ml.Shutdown()
 	m.wg.Wait()
@@ -365,10 +375,18 @@ func (m *Membership) handleMsg(b []byte) {
 	if m.opts.Handler == nil {
 		return
 	}
+	// Handlers are owned: none starts once Shutdown began, and Shutdown
+	// cancels and waits for the running ones.
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return
+	}
 	m.wg.Add(1)
+	m.mu.Unlock()
 	go func() {
 		defer m.wg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		ctx, cancel := context.WithTimeout(m.ctx, 5*time.Minute)
 		defer cancel()
 		body, err := m.opts.Handler(ctx, msg.From, msg.Method, msg.Body)
 		reply := rpcMsg{ID: msg.ID, Reply: true, From: m.opts.Self, Body: body}

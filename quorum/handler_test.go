@@ -1,0 +1,63 @@
+package quorum
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"testing"
+	"time"
+)
+
+// TestShutdownEndsForwardedHandlers: a forwarded request's handler runs
+// under a context that Shutdown cancels, and Shutdown waits for it (a
+// handler left running would outlive the daemon; before, Shutdown could
+// wait up to 5 minutes for it).
+func TestShutdownEndsForwardedHandlers(t *testing.T) {
+	peers := []Peer{{Name: "a", Gossip: freeGossipAddr(t)}, {Name: "b", Gossip: freeGossipAddr(t)}}
+	started := make(chan struct{})
+	ended := make(chan error, 1)
+	handler := func(ctx context.Context, from, method string, body []byte) ([]byte, error) {
+		close(started)
+		<-ctx.Done()
+		ended <- ctx.Err()
+		return nil, ctx.Err()
+	}
+	log := slog.New(slog.DiscardHandler)
+	a, err := JoinMembership(MembershipOptions{Self: "a", Peers: peers, Key: keyA, Logger: log}, Meta{Role: "secondary"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Shutdown()
+	b, err := JoinMembership(MembershipOptions{Self: "b", Peers: peers, Key: keyA, Logger: log, Handler: handler}, Meta{Role: "secondary"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); a.ml.NumMembers() < 2; {
+		if time.Now().After(deadline) {
+			t.Fatal("the two nodes did not meet")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	body, _ := json.Marshal(1)
+	go a.Call(context.Background(), "b", "block", body)
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler never ran")
+	}
+	t0 := time.Now()
+	b.Shutdown()
+	if took := time.Since(t0); took > 5*time.Second {
+		t.Fatalf("Shutdown took %s", took)
+	}
+	select {
+	case err := <-ended:
+		if err == nil {
+			t.Fatal("handler context not cancelled")
+		}
+	default:
+		t.Fatal("Shutdown returned while the handler still ran")
+	}
+	// After Shutdown, no handler starts.
+	b.handleMsg([]byte(`{"id":99,"from":"a","method":"block"}`))
+}
