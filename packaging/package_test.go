@@ -784,12 +784,14 @@ func checkCopyright(t *testing.T, repo, deb, rpm string, rpmFiles map[string]pkg
 			t.Errorf("rpm License %q lacks %s", spdx, id)
 		}
 	}
-	for _, bin := range []string{"usr/sbin/fenced", "usr/bin/fencectl"} {
+	// fencectl links only the API's wire types and cobra; fenced links
+	// raft, memberlist, the agents' libraries, ...
+	for bin, least := range map[string]int{"usr/sbin/fenced": 10, "usr/bin/fencectl": 2} {
 		bi, err := buildinfo.ReadFile(filepath.Join(root, bin))
 		if err != nil {
 			t.Fatalf("%s: %v (stripping must keep the build information)", bin, err)
 		}
-		if len(bi.Deps) < 10 {
+		if len(bi.Deps) < least {
 			t.Fatalf("%s: only %d modules in its build information", bin, len(bi.Deps))
 		}
 		for _, d := range bi.Deps {
