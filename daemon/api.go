@@ -243,7 +243,7 @@ func (d *Daemon) StatusNow() Status {
 		Reason: st.Reason, Previous: st.Previous, Unconfirmed: st.Unconfirmed}
 	s.Self = api.SelfStatus{Role: d.Role(), Acting: d.Acting(), Epoch: d.Epoch(), KnownEpoch: st.Epoch,
 		LeaseLeftSec: d.LeaseLeft().Seconds(), Storage: d.Storage(), Raft: d.raft.RaftState(), Term: d.raft.Term(),
-		Standby: st.Standby[d.self]}
+		Standby: st.Standby[d.self], Ineligible: d.Ineligible()}
 	return s
 }
 

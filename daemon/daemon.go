@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -91,6 +92,10 @@ type Daemon struct {
 	grantedAt tenure.Time // loop goroutine only
 	tctx      context.Context
 	tcancel   context.CancelFunc
+	nudge     chan struct{} // wakes the loop (eligibility changed)
+
+	ineligibleMu sync.Mutex
+	ineligible   map[string]string // source → why this node may not take primacy
 	// hardCtx ends at a hard stop; everything the daemon starts ends with it.
 	hardCtx    context.Context
 	hardCancel context.CancelFunc
@@ -117,7 +122,8 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	d := &Daemon{cfg: cfg, self: cfg.Node, log: log.With("node", cfg.Node), opts: opts, started: quorum.Now(), stallAfter: stallFromEnv(),
-		events: make(chan tenure.Event, 16), writes: make(chan func(), 64), loopDone: make(chan struct{})}
+		events: make(chan tenure.Event, 16), writes: make(chan func(), 64), loopDone: make(chan struct{}),
+		nudge: make(chan struct{}, 1), ineligible: map[string]string{}}
 	d.hardCtx, d.hardCancel = context.WithCancel(context.Background())
 	d.lastBeat.Store(int64(d.started))
 	d.view.Store(&tenureView{role: RoleSecondary, storage: tenure.StorageStopped})

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/fenced/fenced/daemon/tenure"
@@ -62,6 +65,35 @@ func (d *Daemon) post(ev tenure.Event) {
 	}
 }
 
+// SetIneligible records (reason != "") or clears (reason == "") why this
+// node may not take primacy, for one source (e.g. "unfence", "probe"). The
+// control loop reads it at its next step; an ineligible leader hands
+// leadership on.
+func (d *Daemon) SetIneligible(source, reason string) {
+	d.ineligibleMu.Lock()
+	if reason == "" {
+		delete(d.ineligible, source)
+	} else {
+		d.ineligible[source] = reason
+	}
+	d.ineligibleMu.Unlock()
+	select {
+	case d.nudge <- struct{}{}:
+	default:
+	}
+}
+
+// Ineligible says why this node may not take primacy ("" = it may).
+func (d *Daemon) Ineligible() string {
+	d.ineligibleMu.Lock()
+	defer d.ineligibleMu.Unlock()
+	var why []string
+	for _, k := range slices.Sorted(maps.Keys(d.ineligible)) {
+		why = append(why, k+": "+d.ineligible[k])
+	}
+	return strings.Join(why, "; ")
+}
+
 // handOff asks this node to hand primacy over gracefully: release the
 // storage (committed), then transfer raft leadership to `to` ("" = any).
 func (d *Daemon) handOff(to string) { d.post(tenure.HandoverAsked{To: to}) }
@@ -80,7 +112,8 @@ func (d *Daemon) controlLoop(ctx context.Context, stop <-chan struct{}) {
 		changed := d.raft.FSM().Changed() // before reading the state: no missed change
 		now := d.now()
 		before := m.Phase()
-		acts := m.Step(tenure.Input{Now: now, Leader: d.raft.IsLeader(), View: viewOf(d.raft.FSM().View()), Event: ev})
+		acts := m.Step(tenure.Input{Now: now, Leader: d.raft.IsLeader(), View: viewOf(d.raft.FSM().View()),
+			Ineligible: d.Ineligible(), Event: ev})
 		d.publish(m, before)
 		for _, a := range acts {
 			d.act(m, a)
@@ -107,6 +140,7 @@ func (d *Daemon) controlLoop(ctx context.Context, stop <-chan struct{}) {
 			stop = nil
 			ev = tenure.ShutdownAsked{}
 		case ev = <-d.events:
+		case <-d.nudge:
 		case <-changed:
 		case <-d.raft.LeaderCh():
 		case <-timer.C:

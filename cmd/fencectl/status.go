@@ -87,6 +87,9 @@ func printStatus(w io.Writer, st *api.Status) {
 		fmt.Fprintf(w, ", holds epoch %d, lease %.2fs left", s.Epoch, s.LeaseLeftSec)
 	}
 	fmt.Fprintln(w)
+	if s.Ineligible != "" {
+		fmt.Fprintf(w, "           NOT ELIGIBLE for primacy: %s\n", cell(s.Ineligible))
+	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tADDRESS\tGOSSIP\tRAFT\tROLE\tEPOCH\tSTORAGE\tLAST CONTACT\tVERSION")
@@ -236,6 +239,9 @@ func statusLines(st *api.Status) ([]string, map[string]string) {
 	s := st.Self
 	m["this node"] = fmt.Sprintf("this node: %s (%s), raft %s (term %d), knows epoch %d, holds epoch %d, storage %s, standby %v",
 		cell(st.Node), cell(s.Role), cell(s.Raft), s.Term, s.KnownEpoch, s.Epoch, cell(s.Storage), s.Standby)
+	if s.Ineligible != "" {
+		m["this node"] += ", not eligible: " + cell(s.Ineligible)
+	}
 	for _, n := range st.Nodes {
 		k := "node " + cell(n.Name)
 		keys = append(keys, k)

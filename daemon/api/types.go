@@ -57,6 +57,9 @@ type SelfStatus struct {
 	Raft         string  `json:"raft"`
 	Term         uint64  `json:"raftTerm"`
 	Standby      bool    `json:"standby"`
+	// Ineligible says why this node may not take primacy now (its
+	// unfencing at start failed, a resource it cannot stop, ...).
+	Ineligible string `json:"ineligible,omitempty"`
 }
 
 // NodeStatus is one configured node as gossip sees it.

@@ -163,7 +163,12 @@ type Input struct {
 	Now    Time
 	Leader bool
 	View   View
-	Event  Event // nil: time passed or the state changed
+	// Ineligible, when set, says why this node may not take primacy now
+	// (e.g. its unfencing at start failed, or a resource found running
+	// where it must not be could not be stopped). It holds no tenure; a
+	// holding tenure is not ended by it.
+	Ineligible string
+	Event      Event // nil: time passed or the state changed
 }
 
 // Event is the result of an action, or a request from outside.
@@ -722,9 +727,9 @@ func (m *Machine) idle(in Input) []Action {
 		m.handover = nil
 		return m.transfer(in, to)
 	}
-	if m.cfg.Witness || in.View.Standby[m.cfg.Self] || in.Now < m.cooldown {
-		// Never primary here (a witness, a standby node, or a node whose
-		// storage just failed): let another node lead.
+	if m.cfg.Witness || in.View.Standby[m.cfg.Self] || in.Ineligible != "" || in.Now < m.cooldown {
+		// Never primary here (a witness, a standby or ineligible node, or
+		// a node whose storage just failed): let another node lead.
 		if in.Now >= m.transferAt {
 			return m.transfer(in, "")
 		}

@@ -514,6 +514,17 @@ func TestStandbyAndWitnessNeverAcquire(t *testing.T) {
 	w.want(w.step(nil), Secondary, Transfer{})
 }
 
+func TestIneligibleNeverAcquires(t *testing.T) {
+	r := newRig(t, nil)
+	r.leader = true
+	acts := r.m.Step(Input{Now: r.now, Leader: true, View: r.view, Ineligible: "unfencing at start failed"})
+	r.want(acts, Secondary, Transfer{})
+	r.step(TransferDone{Err: errors.New("no other voter")})
+	r.now = r.m.cooldown
+	// Eligible again: acquire.
+	r.want(r.step(nil), Acquiring, Acquire{})
+}
+
 func TestSupersededAndStaleViews(t *testing.T) {
 	r := newRig(t, nil)
 	r.grant(5, Grant{})
