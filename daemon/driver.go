@@ -11,6 +11,7 @@ import (
 
 	"github.com/fenced/fenced/daemon/tenure"
 	"github.com/fenced/fenced/quorum"
+	"github.com/fenced/fenced/stonith"
 )
 
 // The driver runs this node's tenure machine (package tenure): it feeds the
@@ -36,7 +37,7 @@ type tenureView struct {
 // viewOf is the replicated state as the machine reads it.
 func viewOf(v quorum.View) tenure.View {
 	return tenure.View{Epoch: v.Epoch, Holder: v.Holder, HolderState: v.HolderState, LeaseOf: v.LeaseOf,
-		Unconfirmed: v.Unconfirmed, Standby: v.Standby}
+		Unconfirmed: v.Unconfirmed, Standby: v.Standby, Watchdogs: v.Watchdogs}
 }
 
 // now reads the lease clock.
@@ -44,16 +45,21 @@ func (d *Daemon) now() tenure.Time { return tenure.Time(quorum.Now()) }
 
 func (d *Daemon) machineConfig() tenure.Config {
 	cfg := d.cfg
-	fenceable := map[string]bool{}
+	fenceable, watchdog := map[string]bool{}, map[string]bool{}
 	for _, n := range cfg.Nodes {
-		fenceable[n.Name] = len(n.Fence) > 0
+		fenceable[n.Name] = len(topology(cfg, n.Name)) > 0
+		watchdog[n.Name] = len(n.Fence) > 0 && n.Fence[len(n.Fence)-1].Watchdog
 	}
+	self, _ := cfg.NodeByName(d.self)
 	return tenure.Config{
 		Self:            d.self,
 		Timing:          cfg.Timing.Tenure(),
 		Storage:         d.opts.Resource != nil,
 		MonitorInterval: cfg.Storage.MonitorInterval.D(),
+		Witness:         self != nil && self.Witness(),
 		Fenceable:       fenceable,
+		TokenStorage:    cfg.Storage.ChecksTokens,
+		WatchdogLevel:   watchdog,
 	}
 }
 
@@ -247,6 +253,8 @@ func (d *Daemon) act(m *tenure.Machine, a tenure.Action) {
 		d.group.Go(func() {
 			d.post(tenure.StartDone{Epoch: a.Epoch, Err: d.opts.Resource.Start(ctx, a.Epoch, a.Previous)})
 		})
+	case tenure.Expire:
+		d.logWrite(func() { d.post(tenure.ExpireDone{Epoch: a.Epoch, Err: d.recordExpiry(a)}) })
 	case tenure.Monitor:
 		ctx := d.tenureCtx()
 		d.group.Go(func() {
@@ -302,6 +310,28 @@ func (d *Daemon) writeLoop(stop <-chan struct{}) {
 			return
 		}
 	}
+}
+
+// recordExpiry commits, for each target, that it is confirmed stopped
+// without a fence: its lease certainly ended and the storage checks tokens,
+// or its advertised watchdog has reset it.
+func (d *Daemon) recordExpiry(a tenure.Expire) error {
+	var errs []error
+	for _, n := range slices.Sorted(maps.Keys(a.Targets)) {
+		kind, reason := stonith.KindExpiry, "taken over by lease expiry (storage checks tokens)"
+		if a.Targets[n] == tenure.ExpiryWatchdog {
+			kind, reason = stonith.KindWatchdog, "confirmed by watchdog timeout"
+		}
+		now := time.Now()
+		rec := stonith.Record{Kind: kind, Target: n, Reason: reason, RequestedBy: d.self + " (takeover)", Executor: d.self,
+			Epoch: a.Epoch, Started: now, Finished: now, Outcome: stonith.OutcomeSuccess}
+		if _, err := d.raft.Apply(quorum.Command{Op: quorum.OpRecord, Record: &rec}, d.commitTimeout()); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", n, err))
+			continue
+		}
+		d.log.Warn("former holder confirmed stopped without a fence", "epoch", a.Epoch, "target", n, "how", reason)
+	}
+	return errors.Join(errs...)
 }
 
 func (d *Daemon) commitTimeout() time.Duration { return d.cfg.Timing.Lease.D() }

@@ -22,6 +22,9 @@ func topology(cfg *config.Config, node string) stonith.Topology {
 	}
 	var topo stonith.Topology
 	for _, l := range n.Fence {
+		if l.Watchdog {
+			continue // not a device level: the tenure waits it out (see tenure.Machine.expiry)
+		}
 		var lvl stonith.Level
 		for _, ref := range l.Devices {
 			dev := cfg.Devices[ref.Device]

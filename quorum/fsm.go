@@ -49,6 +49,10 @@ type State struct {
 	Unconfirmed map[string]uint64 `json:"unconfirmed"`
 	// Standby nodes are never granted primacy.
 	Standby map[string]bool `json:"standby,omitempty"`
+	// Watchdogs are the watchdog timeouts the nodes in Unconfirmed
+	// advertised with their mount intent: each armed its watchdog and
+	// feeds it only while its lease is valid.
+	Watchdogs map[string]time.Duration `json:"watchdogs,omitempty"`
 	// History is the fence history, oldest first, bounded.
 	History []stonith.Record `json:"history"`
 	// NextID numbers history records.
@@ -62,6 +66,7 @@ func (s *State) Clone() State {
 	c := *s
 	c.Unconfirmed = maps.Clone(s.Unconfirmed)
 	c.Standby = maps.Clone(s.Standby)
+	c.Watchdogs = maps.Clone(s.Watchdogs)
 	c.History = slices.Clone(s.History)
 	for i := range c.History {
 		c.History[i].Attempts = slices.Clone(c.History[i].Attempts)
@@ -79,6 +84,9 @@ type Command struct {
 	Flag   bool            `json:"flag,omitempty"`
 	Record *stonith.Record `json:"record,omitempty"`
 	Time   time.Time       `json:"time,omitempty"`
+	// Watchdog is the armed watchdog timeout a holder advertises with
+	// its mount intent (OpState mounting); 0 = none.
+	Watchdog time.Duration `json:"watchdog,omitempty"`
 }
 
 // Command ops.
@@ -138,9 +146,11 @@ type View struct {
 	HolderState string
 	Previous    string
 	LeaseOf     string
-	// Unconfirmed and Standby are copies; the caller may keep them.
+	// Unconfirmed, Standby and Watchdogs are copies; the caller may keep
+	// them.
 	Unconfirmed map[string]uint64
 	Standby     map[string]bool
+	Watchdogs   map[string]time.Duration
 }
 
 // View returns the current View.
@@ -149,7 +159,7 @@ func (f *FSM) View() View {
 	defer f.mu.RUnlock()
 	s := &f.state
 	return View{Epoch: s.Epoch, Holder: s.Holder, HolderState: s.HolderState, Previous: s.Previous, LeaseOf: s.LeaseOf,
-		Unconfirmed: maps.Clone(s.Unconfirmed), Standby: maps.Clone(s.Standby)}
+		Unconfirmed: maps.Clone(s.Unconfirmed), Standby: maps.Clone(s.Standby), Watchdogs: maps.Clone(s.Watchdogs)}
 }
 
 // Changed returns a channel closed at the next apply.
@@ -213,6 +223,14 @@ func (f *FSM) apply(c *Command) any {
 				}
 			}
 			s.Unconfirmed[c.Node] = c.Epoch
+			if c.Watchdog > 0 {
+				if s.Watchdogs == nil {
+					s.Watchdogs = map[string]time.Duration{}
+				}
+				s.Watchdogs[c.Node] = c.Watchdog
+			} else {
+				delete(s.Watchdogs, c.Node)
+			}
 		}
 		if c.State == HolderMounting || c.State == HolderMounted {
 			// The holder passed the takeover gate: the previous primary's
@@ -225,6 +243,7 @@ func (f *FSM) apply(c *Command) any {
 	case OpRelease:
 		if e, ok := s.Unconfirmed[c.Node]; ok && e <= c.Epoch {
 			delete(s.Unconfirmed, c.Node)
+			delete(s.Watchdogs, c.Node)
 		}
 		if s.LeaseOf == c.Node {
 			s.LeaseOf = ""
@@ -241,10 +260,25 @@ func (f *FSM) apply(c *Command) any {
 			return errors.New("record: missing record")
 		}
 		r := *c.Record
+		if r.Kind == stonith.KindExpiry || r.Kind == stonith.KindWatchdog {
+			// Only the current holder, which waited the lease out itself,
+			// records that a former holder's lease (and watchdog) ended;
+			// the watchdog only for a node that advertised one.
+			if r.Executor != s.Holder || r.Epoch != s.Epoch {
+				return fmt.Errorf("record: %s of %s by %s at epoch %d refused: only the holder at the current epoch (%s at %d) may record it",
+					r.Kind, r.Target, r.Executor, r.Epoch, s.Holder, s.Epoch)
+			}
+			if r.Kind == stonith.KindWatchdog && s.Watchdogs[r.Target] <= 0 {
+				return fmt.Errorf("record: watchdog confirmation of %s refused: it advertised no armed watchdog", r.Target)
+			}
+		}
 		id := f.addRecord(r)
-		// A confirmed power-off or a manual confirmation clears the target.
-		if r.Outcome == stonith.OutcomeSuccess && (r.Kind == stonith.KindFence && r.Action != "on" || r.Kind == stonith.KindConfirm) {
+		// A confirmed power-off, a manual confirmation, or a lease (and
+		// watchdog) certainly over clears the target.
+		if r.Outcome == stonith.OutcomeSuccess && (r.Kind == stonith.KindFence && r.Action != "on" || r.Kind == stonith.KindConfirm ||
+			r.Kind == stonith.KindExpiry || r.Kind == stonith.KindWatchdog) {
 			delete(s.Unconfirmed, r.Target)
+			delete(s.Watchdogs, r.Target)
 			if s.LeaseOf == r.Target {
 				s.LeaseOf = ""
 			}

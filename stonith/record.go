@@ -12,6 +12,13 @@ const (
 	KindUnfence = "unfence" // power a node on / restore its zoning
 	KindConfirm = "confirm" // an admin acknowledged a node is down
 	KindRelease = "release" // a holder released the storage cleanly
+	// KindExpiry: the holder's lease has certainly ended and the storage
+	// checks tokens, so its late writes are refused by the storage itself
+	// (recorded by the successor that takes over).
+	KindExpiry = "lease-expiry"
+	// KindWatchdog: the holder's lease has certainly ended plus the
+	// watchdog timeout it advertised: its watchdog has reset it.
+	KindWatchdog = "watchdog"
 )
 
 // Outcomes of a record.

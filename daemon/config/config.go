@@ -58,14 +58,33 @@ type Node struct {
 	Gossip string `yaml:"gossip"`
 	// Raft is the consensus transport address, host:port.
 	Raft string `yaml:"raft"`
+	// Role is data (the default: may hold primacy and the storage) or
+	// witness (votes and gossips, never holds primacy or the storage, is
+	// never fenced and has no fence topology).
+	Role string `yaml:"role,omitempty"`
 	// Fence is this node's fence topology: levels tried in order; every
 	// device of a level must succeed for the level to succeed.
 	Fence []Level `yaml:"fence"`
 }
 
-// Level is one fence level.
+// Node roles.
+const (
+	RoleData    = "data"
+	RoleWitness = "witness"
+)
+
+// Witness reports a witness node.
+func (n *Node) Witness() bool { return n.Role == RoleWitness }
+
+// Level is one fence level: devices, or the watchdog.
 type Level struct {
-	Devices []DeviceRef `yaml:"devices"`
+	Devices []DeviceRef `yaml:"devices,omitempty"`
+	// Watchdog, as the last level, is passed once the node's lease has
+	// certainly ended plus the watchdog timeout the node advertised when it
+	// took primacy (it resets itself by then). Only for hardware whose
+	// watchdog really resets the machine; a node that advertised no armed
+	// watchdog never passes it.
+	Watchdog bool `yaml:"watchdog,omitempty"`
 }
 
 // DeviceRef is one device of a level with the target's mapping on it.
@@ -132,6 +151,12 @@ type Gossip struct {
 type Storage struct {
 	Mount *Mount `yaml:"mount,omitempty"`
 	Hooks Hooks  `yaml:"hooks"`
+	// ChecksTokens declares that the storage rejects writes carrying an
+	// epoch below the highest it has seen. A former holder that cannot be
+	// fenced is then taken over once its lease has certainly ended
+	// (lease + margin after its last majority-confirmed renewal): its late
+	// writes are refused by the storage itself.
+	ChecksTokens bool `yaml:"checks_tokens,omitempty"`
 	// MonitorInterval is how often the monitor hook or mount check runs.
 	MonitorInterval Duration `yaml:"monitor_interval"`
 }
@@ -152,11 +177,17 @@ type Hooks struct {
 	Monitor string `yaml:"monitor"`
 }
 
-// Watchdog selects the self-fence path.
+// Watchdog selects the self-fence path, and the watchdog fence level.
 type Watchdog struct {
 	// Device is a watchdog device such as /dev/watchdog; empty disables it,
 	// in which case a stuck demotion makes the process exit hard instead.
+	// With a device, it is armed while this node may hold the storage and
+	// fed only while its lease is valid.
 	Device string `yaml:"device"`
+	// Timeout is the watchdog's reset timeout, set on the device where it
+	// takes the setting; it must exceed timing.grace so that a demotion
+	// that finishes in time is not cut short.
+	Timeout Duration `yaml:"timeout,omitempty"`
 }
 
 // Metrics configures the Prometheus endpoint; off when Listen is empty.

@@ -208,6 +208,50 @@ func TestCountAndIntervalBounds(t *testing.T) {
 	}
 }
 
+func TestRolesAndWatchdogLevel(t *testing.T) {
+	cases := []struct {
+		name string
+		mod  func(*Config)
+		want string
+	}{
+		{"witness", func(c *Config) { c.Nodes[2].Role = RoleWitness }, ""},
+		{"unknown role", func(c *Config) { c.Nodes[2].Role = "arbiter" }, `nodes[2].role: "arbiter": want data (the default) or witness`},
+		{"witness with a fence topology", func(c *Config) {
+			c.Nodes[2].Role = RoleWitness
+			c.Nodes[2].Fence = []Level{{Watchdog: true}}
+		}, "nodes[2].fence: a witness holds nothing and is never fenced"},
+		{"only witnesses", func(c *Config) {
+			for i := range c.Nodes {
+				c.Nodes[i].Role = RoleWitness
+			}
+		}, "at least one data node"},
+		{"watchdog level alone", func(c *Config) { c.Nodes[0].Fence = []Level{{Watchdog: true}} }, ""},
+		{"watchdog level not last", func(c *Config) { c.Nodes[0].Fence = []Level{{Watchdog: true}, {Watchdog: true}} }, "nodes[0].fence[0].watchdog: the watchdog level must be the last"},
+		{"watchdog timeout without device", func(c *Config) { c.Watchdog.Timeout = Duration(10 * time.Second) }, "watchdog.timeout: set without watchdog.device"},
+		{"watchdog timeout within grace", func(c *Config) { c.Watchdog = Watchdog{Device: "/dev/watchdog", Timeout: c.Timing.Grace} }, "want more than timing.grace"},
+		{"watchdog timeout", func(c *Config) { c.Watchdog = Watchdog{Device: "/dev/watchdog", Timeout: Duration(10 * time.Second)} }, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Load("testdata/good-minimal.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.mod(c)
+			ps := c.Validate(nil)
+			if tc.want == "" {
+				if ps != nil {
+					t.Fatalf("unexpected problems: %v", ps)
+				}
+				return
+			}
+			if !strings.Contains(ps.Error(), tc.want) {
+				t.Fatalf("want a problem containing %q, got %v", tc.want, ps)
+			}
+		})
+	}
+}
+
 func TestSelectNode(t *testing.T) {
 	c, err := Load("testdata/good-minimal.yaml")
 	if err != nil {

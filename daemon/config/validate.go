@@ -23,6 +23,7 @@ const (
 	MaxHistory         = 10000
 	MinMonitorInterval = 100 * time.Millisecond
 	MaxMonitorInterval = time.Hour
+	MaxWatchdogTimeout = 10 * time.Minute
 )
 
 // Validate checks c and returns every problem found, or nil. It is pure:
@@ -67,6 +68,14 @@ func (c *Config) Validate(reg *agents.Registry) Problems {
 	if c.Watchdog.Device != "" && !filepath.IsAbs(c.Watchdog.Device) {
 		v.add("watchdog.device", "%q must be an absolute path", c.Watchdog.Device)
 	}
+	if w := c.Watchdog.Timeout.D(); w != 0 {
+		switch {
+		case c.Watchdog.Device == "":
+			v.add("watchdog.timeout", "set without watchdog.device")
+		case w <= c.Timing.Grace.D() || w > MaxWatchdogTimeout:
+			v.add("watchdog.timeout", "%s: want more than timing.grace (%s), up to %s: the watchdog must not reset a node whose demotion finishes in time", w, c.Timing.Grace, MaxWatchdogTimeout)
+		}
+	}
 	if c.Metrics.Listen != "" {
 		if _, _, err := splitHostPort(c.Metrics.Listen); err != nil {
 			v.add("metrics.listen", "%v", err)
@@ -103,8 +112,24 @@ func (v *validator) nodes(reg *agents.Registry) {
 	}
 	names := map[string]string{}
 	addrs := map[string]string{}
+	data := 0
+	defer func() {
+		if len(c.Nodes) > 0 && data == 0 {
+			v.add("nodes", "every node is a witness: at least one data node must be able to hold the storage")
+		}
+	}()
 	for i, n := range c.Nodes {
 		p := fmt.Sprintf("nodes[%d]", i)
+		switch n.Role {
+		case "", RoleData:
+			data++
+		case RoleWitness:
+			if len(n.Fence) > 0 {
+				v.add(p+".fence", "a witness holds nothing and is never fenced: remove its fence topology")
+			}
+		default:
+			v.add(p+".role", "%q: want data (the default) or witness", n.Role)
+		}
 		switch {
 		case n.Name == "":
 			v.add(p+".name", "required")
@@ -135,8 +160,17 @@ func (v *validator) nodes(reg *agents.Registry) {
 		}
 		for li, l := range n.Fence {
 			lp := fmt.Sprintf("%s.fence[%d].devices", p, li)
+			if l.Watchdog {
+				switch {
+				case len(l.Devices) > 0:
+					v.add(lp, "a watchdog level has no devices: put them in a level of their own before it")
+				case li != len(n.Fence)-1:
+					v.add(fmt.Sprintf("%s.fence[%d].watchdog", p, li), "the watchdog level must be the last: nothing is tried after it")
+				}
+				continue
+			}
 			if len(l.Devices) == 0 {
-				v.add(lp, "a level needs at least one device")
+				v.add(lp, "a level needs at least one device (or watchdog: true)")
 			}
 			for di, d := range l.Devices {
 				dp := fmt.Sprintf("%s[%d]", lp, di)

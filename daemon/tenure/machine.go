@@ -125,6 +125,9 @@ type View struct {
 	// epoch they committed a mount intent at.
 	Unconfirmed map[string]uint64
 	Standby     map[string]bool
+	// Watchdogs are the watchdog timeouts nodes in Unconfirmed advertised
+	// with their mount intent.
+	Watchdogs map[string]time.Duration
 }
 
 // Grant is a committed acquire: this node holds Epoch.
@@ -153,9 +156,23 @@ type Config struct {
 	MonitorInterval time.Duration
 	// Witness nodes vote but never hold primacy.
 	Witness bool
-	// Fenceable lists the nodes that have a fence topology.
+	// Fenceable lists the nodes that have fence devices.
 	Fenceable map[string]bool
+	// TokenStorage: the storage refuses writes with an epoch below the
+	// highest it has seen, so a former holder that cannot be fenced is
+	// taken over once its lease has certainly ended.
+	TokenStorage bool
+	// WatchdogLevel lists the nodes whose topology ends with the
+	// watchdog level.
+	WatchdogLevel map[string]bool
 }
+
+// How a node that may run the storage was confirmed stopped without a
+// fence (the kinds of the records the driver commits for an Expire).
+const (
+	ExpiryLease    = "lease-expiry" // its lease ended; the storage checks tokens
+	ExpiryWatchdog = "watchdog"     // its lease and its advertised watchdog timeout ended
+)
 
 // Input is one step's worth of the world: the time, whether this node is
 // raft leader, the replicated state as applied here, and at most one event.
@@ -217,6 +234,10 @@ type (
 		Epoch uint64
 		Err   error
 	}
+	ExpireDone struct {
+		Epoch uint64
+		Err   error
+	}
 )
 
 // Requests from outside.
@@ -238,6 +259,7 @@ func (StartDone) event()       {}
 func (MonitorDone) event()     {}
 func (StopDone) event()        {}
 func (ReleaseDone) event()     {}
+func (ExpireDone) event()      {}
 func (HandoverAsked) event()   {}
 func (TransferDone) event()    {}
 func (ShutdownAsked) event()   {}
@@ -283,6 +305,13 @@ type (
 		Epoch    uint64
 		Previous string
 	}
+	// Expire commits, for each target, that it is confirmed stopped
+	// without a fence (Targets: node → ExpiryLease or ExpiryWatchdog) →
+	// ExpireDone.
+	Expire struct {
+		Epoch   uint64
+		Targets map[string]string
+	}
 	// Monitor checks the storage → MonitorDone.
 	Monitor struct{ Epoch uint64 }
 	// Stop stops the storage, giving up at Deadline → StopDone.
@@ -319,6 +348,7 @@ func (Stop) action()        {}
 func (Release) action()     {}
 func (Transfer) action()    {}
 func (Cancel) action()      {}
+func (Expire) action()      {}
 func (SelfFence) action()   {}
 
 // Backoff of fence retries while blocked.
@@ -343,6 +373,10 @@ type Machine struct {
 	t0          Time   // start of the acquire
 	actingUntil Time
 	leaseEnd    Time // former holder's lease certainly over (Waiting)
+	grantEnd    Time // every earlier holder's lease certainly over
+	fenceFailed map[string]bool
+	expiring    bool // an Expire is under way
+	expireAt    Time // next Expire attempt after a failed one
 	bounded     bool // the majority bound was applied
 	triedFormer bool // the former holder was fenced once (it vanished)
 	fenceAt     Time // next fence attempt while Blocked
@@ -455,10 +489,13 @@ func (m *Machine) Wake(now Time) Time {
 			at(m.nextRenew)
 		}
 		switch m.phase {
-		case Waiting:
-			at(m.leaseEnd)
-		case Blocked:
-			at(m.fenceAt, m.leaseEnd)
+		case Waiting, Blocked:
+			at(m.leaseEnd, m.fenceAt, m.expireAt)
+			for _, n := range m.pending(m.lastView) {
+				if e, _, ok := m.expiry(n, m.lastView); ok {
+					at(e)
+				}
+			}
 		case Serving:
 			if m.cfg.Storage && !m.monitoring {
 				at(m.nextMonitor)
@@ -526,6 +563,8 @@ func (m *Machine) handle(in Input, e Event) []Action {
 		// did: waiting lease + margin from here covers that lease; a
 		// majority's answers may bound it sooner.
 		m.leaseEnd = t.SuccessorWait(in.Now)
+		m.grantEnd = m.leaseEnd
+		m.fenceFailed, m.expiring, m.expireAt = map[string]bool{}, false, 0
 		m.bounded, m.triedFormer = false, false
 		m.backoff, m.fenceAt, m.blocked = firstBackoff, 0, ""
 		m.nextRenew = m.t0.Add(t.Heartbeat)
@@ -557,6 +596,7 @@ func (m *Machine) handle(in Input, e Event) []Action {
 		var why []string
 		for _, n := range m.pending(in.View) {
 			if msg, ok := e.Failed[n]; ok {
+				m.fenceFailed[n] = true
 				why = append(why, n+": "+msg)
 			}
 		}
@@ -565,12 +605,28 @@ func (m *Machine) handle(in Input, e Event) []Action {
 			m.backoff = firstBackoff
 			return nil
 		}
+		// Retry the fence with backoff; meanwhile a node whose lease
+		// expiry or watchdog confirms it stopped is waited for instead
+		// of blocking (see gate).
+		m.fenceAt = in.Now.Add(m.backoff)
+		if !m.anyBlocked(in.View) {
+			m.phase = Waiting
+			m.backoff = min(m.backoff*2, maxBackoff)
+			return nil
+		}
 		m.phase = Blocked
 		m.blocked = fmt.Sprintf("every fence path failed (%s); retrying in %s; `fencectl confirm NODE --yes` overrides",
 			strings.Join(why, "; "), m.backoff)
-		m.fenceAt = in.Now.Add(m.backoff)
 		m.backoff = min(m.backoff*2, maxBackoff)
 		return []Action{Record{Epoch: m.epoch, State: HolderBlocked, Reason: m.blocked}}
+	case ExpireDone:
+		if e.Epoch != m.epoch || !m.expiring {
+			return nil
+		}
+		m.expiring = false
+		if e.Err != nil {
+			m.expireAt = in.Now.Add(t.Heartbeat) // try again in a heartbeat
+		}
 	case MountIntentDone:
 		if e.Epoch != m.epoch || m.phase != Mounting || m.starting {
 			return nil
@@ -779,32 +835,54 @@ func (m *Machine) gate(in Input) []Action {
 	if len(pending) == 0 && !leaseWait && !vanished {
 		return m.pass()
 	}
-	if m.phase == Fencing {
-		return nil // a fence is running
+	if m.phase == Fencing || m.expiring {
+		return nil // a fence, or the record of an expiry, is under way
 	}
-	var unfenceable []string
+	// A node that may run the storage is confirmed stopped by a fence when
+	// it has devices; only when it has none, or the fence failed, by its
+	// lease certainly ending (storage that checks tokens) or by the
+	// watchdog it advertised. Otherwise only an admin's confirmation helps.
+	due := map[string]string{}
+	var stuck, waiting []string
 	for _, n := range pending {
-		if !m.cfg.Fenceable[n] {
-			unfenceable = append(unfenceable, n)
+		if m.cfg.Fenceable[n] && !m.fenceFailed[n] {
+			continue // its fence comes first
+		}
+		at, kind, ok := m.expiry(n, v)
+		switch {
+		case ok && in.Now >= at && in.Now >= m.expireAt:
+			due[n] = kind
+		case ok:
+			waiting = append(waiting, n)
+		case !m.cfg.Fenceable[n]:
+			stuck = append(stuck, n)
 		}
 	}
-	if len(unfenceable) > 0 {
-		why := fmt.Sprintf("%v may still run the storage and %s no fence devices: waiting for `fencectl confirm`",
-			unfenceable, map[bool]string{true: "has", false: "have"}[len(unfenceable) == 1])
+	if len(due) > 0 {
+		m.expiring = true
+		return []Action{Expire{Epoch: m.epoch, Targets: due}}
+	}
+	if len(stuck) > 0 {
+		why := fmt.Sprintf("%v may still run the storage and %s no fence devices (and the storage does not check tokens): waiting for `fencectl confirm`",
+			stuck, map[bool]string{true: "has", false: "have"}[len(stuck) == 1])
 		if m.phase != Blocked || m.blocked != why {
 			m.phase, m.blocked = Blocked, why
-			m.fenceAt = Never
 			return []Action{Record{Epoch: m.epoch, State: HolderBlocked, Reason: why}}
 		}
 		return nil
 	}
-	targets := pending
-	if vanished {
-		targets = append(slices.Clone(pending), former)
+	var targets []string
+	for _, n := range pending {
+		if m.cfg.Fenceable[n] {
+			targets = append(targets, n)
+		}
 	}
-	if len(targets) == 0 || m.phase == Blocked && in.Now < m.fenceAt {
-		if m.phase == Blocked && len(pending) == 0 {
-			m.phase = Waiting // a confirmation arrived; only the lease is left
+	if vanished {
+		targets = append(targets, former)
+	}
+	if len(targets) == 0 || in.Now < m.fenceAt {
+		if m.phase == Blocked && !m.anyBlocked(v) {
+			m.phase = Waiting // confirmations arrived, or only waits are left
 		}
 		return nil
 	}
@@ -814,6 +892,45 @@ func (m *Machine) gate(in Input) []Action {
 		Record{Epoch: m.epoch, State: HolderFencing, Reason: fmt.Sprintf("fencing %v", targets)},
 		Fence{Epoch: m.epoch, Targets: targets, Reason: fmt.Sprintf("takeover by %s at epoch %d", m.cfg.Self, m.epoch)},
 	}
+}
+
+// expiry returns when node n, which may still run the storage, is
+// certainly stopped without a fence, and how ("lease-expiry" or "watchdog");
+// ok is false when neither path applies.
+//
+// n's last renewal started before this node's grant committed (a renewal
+// is a barrier of n's term, and this grant is of a later one), so n stopped
+// acting at the latest a lease after the grant: grant + lease + margin
+// covers it, and for the former holder a majority's answers may bound it
+// sooner (BoundOf). Storage that checks tokens refuses n's late writes
+// from then on; a watchdog n armed and fed only while its lease was valid
+// has reset it by then plus its timeout.
+func (m *Machine) expiry(n string, v View) (at Time, kind string, ok bool) {
+	base := m.grantEnd
+	if n == v.LeaseOf {
+		base = m.leaseEnd
+	}
+	switch {
+	case m.cfg.TokenStorage:
+		return base, ExpiryLease, true
+	case m.cfg.WatchdogLevel[n] && v.Watchdogs[n] > 0:
+		return base.Add(v.Watchdogs[n]), ExpiryWatchdog, true
+	}
+	return 0, "", false
+}
+
+// anyBlocked reports a node that may run the storage and can be
+// confirmed stopped by nothing but a fence that failed, or an admin.
+func (m *Machine) anyBlocked(v View) bool {
+	for _, n := range m.pending(v) {
+		if _, _, ok := m.expiry(n, v); ok {
+			continue
+		}
+		if !m.cfg.Fenceable[n] || m.fenceFailed[n] {
+			return true
+		}
+	}
+	return false
 }
 
 // pass leaves the gate: commit the mount intent, or with no storage start

@@ -553,3 +553,106 @@ func TestResultsOfAnotherTenureIgnored(t *testing.T) {
 		}
 	}
 }
+
+func TestTokenStorageTakesOverAtLeaseExpiry(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.Storage, c.TokenStorage = true, true; c.Fenceable = map[string]bool{} })
+	r.view.Unconfirmed["b"] = 1
+	acts := r.grant(2, Grant{LeaseOf: "b"})
+	r.want(acts, Waiting, AskBound{}) // no devices: wait, do not block
+	end := r.now.Add(testTiming.Lease + testTiming.Margin)
+	for r.now < end {
+		if acts := r.step(nil); r.m.Phase() != Waiting {
+			t.Fatalf("left the wait %s before lease + margin: %s", end.Sub(r.now), names(acts))
+		}
+		r.now = r.m.Wake(r.now)
+	}
+	acts = r.step(nil)
+	r.want(acts, Waiting, Expire{})
+	if e := find[Expire](t, acts); e.Targets["b"] != ExpiryLease {
+		t.Fatal(e)
+	}
+	r.want(r.step(nil), Waiting) // one at a time
+	// The record cleared b (and its lease).
+	delete(r.view.Unconfirmed, "b")
+	r.view.LeaseOf = ""
+	r.want(r.step(ExpireDone{Epoch: 2}), Mounting, MountIntent{})
+}
+
+func TestTokenStorageFencesFirstAndBoundShortensTheWait(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.Storage, c.TokenStorage = true, true })
+	r.view.Unconfirmed["b"] = 1
+	acts := r.grant(2, Grant{LeaseOf: "b"})
+	r.want(acts, Fencing, AskBound{}, Record{}, Fence{})
+	bound := r.now.Add(-2 * time.Second)
+	r.step(BoundDone{Epoch: 2, Bound: bound, OK: true})
+	// The fence fails: not blocked, the lease wait goes on and the fence
+	// is retried meanwhile.
+	r.want(r.step(FenceDone{Epoch: 2, Failed: map[string]string{"b": "BMC unreachable"}}), Waiting)
+	r.now = r.m.fenceAt
+	r.want(r.step(nil), Fencing, Record{}, Fence{})
+	r.want(r.step(FenceDone{Epoch: 2, Failed: map[string]string{"b": "BMC unreachable"}}), Waiting)
+	end := bound.Add(testTiming.Lease + testTiming.Margin)
+	r.now = end - 1
+	if acts := r.step(nil); len(acts) != 0 && r.m.expiring {
+		t.Fatalf("expired before bound + lease + margin: %s", names(acts))
+	}
+	r.now = end
+	acts = r.step(nil)
+	if e := find[Expire](t, acts); e.Targets["b"] != ExpiryLease {
+		t.Fatal(e)
+	}
+}
+
+func TestWithoutTokensOrWatchdogAFailedFenceBlocks(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.Storage = true })
+	r.view.Unconfirmed["b"] = 1
+	r.grant(2, Grant{LeaseOf: "b"})
+	r.want(r.step(FenceDone{Epoch: 2, Failed: map[string]string{"b": "dead"}}), Blocked, Record{})
+	// Long after every lease: still blocked, never an Expire.
+	for range 50 {
+		r.now = r.m.Wake(r.now)
+		for _, a := range r.step(nil) {
+			if _, ok := a.(Expire); ok {
+				t.Fatal("expired without token storage or watchdog")
+			}
+			if f, ok := a.(Fence); ok {
+				r.step(FenceDone{Epoch: f.Epoch, Failed: map[string]string{"b": "dead"}})
+			}
+		}
+		if r.m.Phase() == Mounting || r.m.Phase() == Serving {
+			t.Fatal("passed the gate")
+		}
+	}
+}
+
+func TestWatchdogLevel(t *testing.T) {
+	const wd = 10 * time.Second
+	r := newRig(t, func(c *Config) { c.Storage = true; c.WatchdogLevel = map[string]bool{"b": true} })
+	r.view.Unconfirmed["b"] = 1
+	r.view.Watchdogs = map[string]time.Duration{"b": wd}
+	r.grant(2, Grant{})
+	granted := r.now
+	r.want(r.step(FenceDone{Epoch: 2, Failed: map[string]string{"b": "BMC shares the node's power"}}), Waiting)
+	end := granted.Add(testTiming.Lease + testTiming.Margin + wd)
+	for r.now < end {
+		for _, a := range r.step(nil) {
+			if _, ok := a.(Expire); ok {
+				t.Fatalf("watchdog level passed %s early", end.Sub(r.now))
+			}
+			if f, ok := a.(Fence); ok {
+				r.step(FenceDone{Epoch: f.Epoch, Failed: map[string]string{"b": "dead"}})
+			}
+		}
+		r.now = r.m.Wake(r.now)
+	}
+	acts := r.step(nil)
+	if e := find[Expire](t, acts); e.Targets["b"] != ExpiryWatchdog {
+		t.Fatal(e)
+	}
+
+	// A node that advertised no armed watchdog never passes the level.
+	r = newRig(t, func(c *Config) { c.Storage = true; c.WatchdogLevel = map[string]bool{"b": true} })
+	r.view.Unconfirmed["b"] = 1
+	r.grant(2, Grant{})
+	r.want(r.step(FenceDone{Epoch: 2, Failed: map[string]string{"b": "dead"}}), Blocked, Record{})
+}
