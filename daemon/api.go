@@ -178,6 +178,7 @@ func (d *Daemon) apiHandler() http.Handler {
 		writeJSON(w, http.StatusOK, h)
 	})
 	d.adminRoutes(mux)
+	d.resourceRoutes(mux)
 	// Profiles for diagnosing a slow or busy daemon, on the local socket only.
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)

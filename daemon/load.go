@@ -1,12 +1,14 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 
 	"github.com/fenced/fenced/agents"
 	"github.com/fenced/fenced/daemon/config"
+	"github.com/fenced/fenced/daemon/resource"
 )
 
 // LoadConfig reads, validates and resolves the configuration for node
@@ -38,6 +40,7 @@ func CheckConfig(path string, reg *agents.Registry) (*config.Config, error) {
 	ps = append(ps, cfg.Validate(reg)...)
 	if len(ps) == 0 {
 		ps = append(ps, checkAgents(cfg, reg)...)
+		ps = append(ps, resource.Check(context.Background(), cfg)...)
 	}
 	if len(ps) > 0 {
 		return nil, ps

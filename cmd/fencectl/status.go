@@ -13,17 +13,28 @@ func init() {
 	extraCommands = append(extraCommands, func(a *app) *cobra.Command {
 		return &cobra.Command{
 			Use:   "status",
-			Short: "Show the cluster: quorum, primary and epoch, every node",
+			Short: "Show the cluster: quorum, primary and epoch, every node, this node's resources",
 			Args:  cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
 				var st daemon.Status
 				if err := a.call(cmd.Context(), "GET", "/v1/status", nil, nil, &st); err != nil {
 					return err
 				}
+				res, rerr := fetchResources(cmd.Context(), a)
 				if a.output == "json" {
-					return a.printJSON(st)
+					if rerr != nil {
+						return a.printJSON(st)
+					}
+					return a.printJSON(struct {
+						daemon.Status
+						Resources []daemon.ResourceStatus `json:"resources"`
+					}{st, res.Resources})
 				}
 				printStatus(a, &st)
+				if rerr == nil && len(res.Resources) > 0 {
+					fmt.Fprintf(a.out, "\nResources on %s (%s):\n", res.Node, res.Role)
+					printResources(a.out, res)
+				}
 				return nil
 			},
 		}
