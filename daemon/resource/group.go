@@ -275,6 +275,7 @@ func (g *Group) rollback(ctx context.Context, last int, log *slog.Logger) {
 			continue
 		}
 		g.setState(e, StateStopped, "")
+		log.Info("resource stopped", "resource", e.name, "after", "failed start")
 	}
 }
 

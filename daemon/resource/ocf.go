@@ -165,9 +165,14 @@ func (a *ocfAgent) env(ctx context.Context, action string, interval time.Duratio
 			env = append(env, kv)
 		}
 	}
-	timeout := 20 * time.Second
+	timeout := DefaultTimeout
 	if dl, ok := ctx.Deadline(); ok {
+		// Agents read the timeout in whole seconds (timeout/1000) to size
+		// their retries: round up, so that 1.8s left does not read as 1s
+		// (Filesystem's stop would not even try to unmount). The action is
+		// still killed at the real deadline.
 		timeout = max(time.Until(dl), time.Millisecond)
+		timeout = (timeout + time.Second - 1).Truncate(time.Second)
 	}
 	env = append(env,
 		"OCF_ROOT="+a.root,
