@@ -37,7 +37,8 @@ type ocfNet struct {
 	loop     string
 }
 
-func newOCFNet(tb testing.TB, timing config.Timing) *ocfNet {
+// monitor sets every resource's monitor interval (0: the agents' advice).
+func newOCFNet(tb testing.TB, timing config.Timing, monitor time.Duration) *ocfNet {
 	tb.Helper()
 	if os.Geteuid() != 0 {
 		if testing.Short() {
@@ -90,6 +91,9 @@ func newOCFNet(tb testing.TB, timing config.Timing) *ocfNet {
 				{Name: "data", OCF: "heartbeat:Filesystem", Params: map[string]string{"device": o.loop, "directory": o.mnt, "fstype": "ext4"}},
 				{Name: "vip", OCF: "heartbeat:IPaddr2", Params: map[string]string{"ip": o.vip, "cidr_netmask": "24", "nic": "eth0"}},
 				{Name: "app", OCF: "heartbeat:Dummy"},
+			}
+			for k := range cfg.Resources {
+				cfg.Resources[k].MonitorInterval = config.Duration(monitor)
 			}
 		}})
 	if err != nil {
@@ -390,7 +394,7 @@ func (o *ocfNet) killPrimary(ctx context.Context, pg *pinger, p *devcluster.Node
 // (send_arp) moved the client's neighbour entry; after the last failover
 // the filesystem is clean (e2fsck -n). Needs root. About 40s.
 func TestFloatingIPFailoverNetns(t *testing.T) {
-	o := newOCFNet(t, config.Timing{})
+	o := newOCFNet(t, config.Timing{}, 0)
 	ctx := ctxT(t, 3*time.Minute)
 	p, e, err := o.waitPrimary(ctx)
 	if err != nil {
