@@ -29,9 +29,9 @@ import (
 //	go test ./daemon -run '^$' -bench FloatingIPFailover -benchtime 20x
 func BenchmarkFloatingIPFailover(b *testing.B) {
 	o := newOCFNet(b, config.Timing{}, time.Second)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(max(b.N, 1))*90*time.Second)
-	defer cancel()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	p, e, err := o.waitPrimary(ctx)
+	cancel()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func BenchmarkFloatingIPFailover(b *testing.B) {
 	starts := map[string][]time.Duration{}
 	monitors := map[string][]time.Duration{}
 	seen := map[string]bool{}
-	collectMonitors := func() {
+	collectMonitors := func(ctx context.Context) {
 		l, err := resourcesOf(ctx, p)
 		if err != nil {
 			return
@@ -58,13 +58,15 @@ func BenchmarkFloatingIPFailover(b *testing.B) {
 		}
 	}
 	for b.Loop() {
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		// Let the group be monitored a few times, as a client is served.
 		for range 12 {
-			collectMonitors()
+			collectMonitors(ctx)
 			time.Sleep(250 * time.Millisecond)
 		}
 		kill := time.Now()
 		f, err := o.killPrimary(ctx, pg, p, e)
+		cancel()
 		if err != nil {
 			b.Fatal(err)
 		}
