@@ -120,7 +120,7 @@ func TestProbeNetns(t *testing.T) {
 	run("ip", "-n", ns, "link", "set", "eth1", "up")
 	run("ip", "-n", ns, "addr", "add", fmt.Sprintf("10.214.%d.1/24", subnet), "dev", "eth0")
 	run("ip", "-n", ns, "addr", "add", vip+"/24", "dev", "eth0") // left from before the restart
-	os.WriteFile(filepath.Join(dir, "app.state"), nil, 0o644)   // so is Dummy's state
+	os.WriteFile(filepath.Join(dir, "app.state"), nil, 0o644)    // so is Dummy's state
 	img := filepath.Join(dir, "disk.img")
 	os.WriteFile(img, nil, 0o600)
 	os.Truncate(img, 32<<20)
