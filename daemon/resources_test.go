@@ -3,6 +3,8 @@ package daemon_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -92,6 +94,14 @@ func TestResourceGroupDummyCluster(t *testing.T) {
 	needOCF(t, "Dummy")
 	dir := t.TempDir()
 	state := func(node, r string) string { return filepath.Join(dir, node+"-"+r+".state") }
+	metricsAt := map[int]string{}
+	for i := range 3 {
+		port, err := devcluster.FreePort("127.0.0.1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		metricsAt[i] = "127.0.0.1:" + strconv.Itoa(port)
+	}
 	c := startCluster(t, devcluster.Options{Nodes: 3, Dir: dir, BMC: true,
 		Configure: func(cfg *config.Config) {
 			for _, r := range []string{"r1", "r2", "r3"} {
@@ -111,6 +121,7 @@ func TestResourceGroupDummyCluster(t *testing.T) {
 				rs[k].Params = map[string]string{"state": p}
 			}
 			cfg.Resources = rs
+			cfg.Metrics.Listen = metricsAt[i]
 		},
 	})
 	watchSafety(t, c)
@@ -156,6 +167,23 @@ func TestResourceGroupDummyCluster(t *testing.T) {
 	l, err := resourcesOf(ctxT(t, time.Second), p)
 	if err != nil || len(l.Resources) != 3 || l.Resources[1].LastMonitor == nil || l.Resources[1].LastResult != "ok" || l.Resources[1].Kind != "ocf:heartbeat:Dummy" {
 		t.Errorf("resource list on the primary: %+v %v", l, err)
+	}
+
+	resp, err := http.Get("http://" + metricsAt[p.Index] + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`fenced_resource_state{kind="ocf:heartbeat:Dummy",resource="r2",state="running"} 1`,
+		`fenced_resource_state{kind="ocf:heartbeat:Dummy",resource="r2",state="failed"} 0`,
+		`fenced_resource_failures_total{resource="r3"} 0`,
+		`fenced_resource_last_monitor_duration_seconds{resource="r1"}`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %s", want)
+		}
 	}
 
 	// Monitor failure: r2's state file vanishes on the primary.

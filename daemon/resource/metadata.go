@@ -172,7 +172,11 @@ func checkParams(agent string, m *Metadata, params map[string]string) []paramPro
 			ps = append(ps, paramProblem{name, fmt.Sprintf("unknown to %s (its meta-data declares: %s)", agent, declared(m))})
 			continue
 		}
-		if msg := checkValue(p, params[name]); msg != "" {
+		v := params[name]
+		if secretParam.MatchString(name) {
+			v = "***" // never echo a secret into an error
+		}
+		if msg := checkValue(p, params[name], v); msg != "" {
 			ps = append(ps, paramProblem{name, msg})
 		}
 	}
@@ -201,17 +205,18 @@ func declared(m *Metadata) string {
 	return strings.Join(names, ", ")
 }
 
-func checkValue(p Parameter, v string) string {
+// checkValue checks v against p's type; shown is what messages quote.
+func checkValue(p Parameter, v, shown string) string {
 	switch strings.ToLower(p.Content.Type) {
 	case "integer":
 		if _, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err != nil {
-			return fmt.Sprintf("%q is not an integer", v)
+			return fmt.Sprintf("%q is not an integer", shown)
 		}
 	case "boolean":
 		switch strings.ToLower(strings.TrimSpace(v)) {
 		case "1", "0", "yes", "no", "true", "false", "on", "off", "y", "n":
 		default:
-			return fmt.Sprintf("%q is not a boolean (yes/no, true/false, 1/0)", v)
+			return fmt.Sprintf("%q is not a boolean (yes/no, true/false, 1/0)", shown)
 		}
 	case "select":
 		if len(p.Content.Options) == 0 {
@@ -224,7 +229,7 @@ func checkValue(p Parameter, v string) string {
 			}
 			vals = append(vals, o.Value)
 		}
-		return fmt.Sprintf("%q is not one of %s", v, strings.Join(vals, ", "))
+		return fmt.Sprintf("%q is not one of %s", shown, strings.Join(vals, ", "))
 	}
 	return ""
 }
