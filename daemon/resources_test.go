@@ -87,13 +87,21 @@ func logOrder(t *testing.T, n *devcluster.Node, msg string, since time.Time) []s
 // TestResourceGroupDummyCluster runs a group of three real
 // ocf:heartbeat:Dummy agents on three fenced processes: they start in
 // order on the primary only; a monitor failure (r2's state vanishes)
-// stops them in reverse, releases and moves primacy without a fence; on a
-// node where r2 cannot start, r1 is stopped again, the node releases and
-// primacy moves on.
+// stops them in reverse, releases and moves primacy without a fence; a
+// node where r2 cannot start (its state directory is gone), handed
+// primacy, stops r2 and r1 again, releases, and primacy moves on.
 func TestResourceGroupDummyCluster(t *testing.T) {
 	needOCF(t, "Dummy")
 	dir := t.TempDir()
-	state := func(node, r string) string { return filepath.Join(dir, node+"-"+r+".state") }
+	// Every node keeps its state files apart (one machine here); r2's
+	// lives in a directory of its own, so that removing it makes r2's
+	// start fail on that node.
+	state := func(node, r string) string {
+		if r == "r2" {
+			return filepath.Join(dir, node, "r2", "r2.state")
+		}
+		return filepath.Join(dir, node, r+".state")
+	}
 	metricsAt := map[int]string{}
 	for i := range 3 {
 		port, err := devcluster.FreePort("127.0.0.1")
@@ -109,23 +117,17 @@ func TestResourceGroupDummyCluster(t *testing.T) {
 					MonitorInterval: ms(200)})
 			}
 		},
-		// Every node keeps its state files apart (one machine here); r2
-		// cannot start on node3: its state directory does not exist.
 		NodeConfig: func(i int, cfg *config.Config) {
+			os.MkdirAll(filepath.Dir(state(cfg.Node, "r2")), 0o755)
 			rs := slices.Clone(cfg.Resources)
 			for k := range rs {
-				p := state(cfg.Node, rs[k].Name)
-				if i == 2 && rs[k].Name == "r2" {
-					p = filepath.Join(dir, "missing", "r2.state")
-				}
-				rs[k].Params = map[string]string{"state": p}
+				rs[k].Params = map[string]string{"state": state(cfg.Node, rs[k].Name)}
 			}
 			cfg.Resources = rs
 			cfg.Metrics.Listen = metricsAt[i]
 		},
 	})
 	watchSafety(t, c)
-	node3 := c.Nodes[2]
 	running := func(node string) []string {
 		var out []string
 		for _, r := range []string{"r1", "r2", "r3"} {
@@ -148,16 +150,13 @@ func TestResourceGroupDummyCluster(t *testing.T) {
 		}
 	}
 
-	// A primary with the group running (node3 can never be it).
+	// A primary with the group running.
 	p, e1, err := c.Primary(ctxT(t, 30*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := waitRunning(ctxT(t, 10*time.Second), p); err != nil {
 		t.Fatal(err)
-	}
-	if p == node3 {
-		t.Fatal("node3 is primary although r2 cannot start there")
 	}
 	if got := logOrder(t, p, "resource started", time.Time{}); !slices.Equal(got[len(got)-3:], []string{"r1", "r2", "r3"}) {
 		t.Errorf("%s start order %v", p.Name, got)
@@ -212,47 +211,49 @@ func TestResourceGroupDummyCluster(t *testing.T) {
 		t.Errorf("no release of epoch %d for r2's monitor failure in %s's history", e1, p.Name)
 	}
 
-	// Start failure in the middle: hand primacy to node3.
-	if q != node3 {
-		cl := q.Client()
-		err := cl.Do(ctxT(t, 10*time.Second), "POST", "/v1/transfer", nil, daemon.AdminRequest{Node: node3.Name}, nil)
-		cl.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
+	// Start failure in the middle: r2 cannot start on another node any
+	// more; hand primacy to it.
+	victim := c.Other(q)
+	transferAt := time.Now()
+	os.RemoveAll(filepath.Dir(state(victim.Name, "r2")))
+	cl := q.Client()
+	err = cl.Do(ctxT(t, 10*time.Second), "POST", "/v1/transfer", nil, daemon.AdminRequest{Node: victim.Name}, nil)
+	cl.Close()
+	if err != nil {
+		t.Fatal(err)
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	var failed []string
 	for len(failed) == 0 && time.Now().Before(deadline) {
-		failed = logOrder(t, node3, "resource start failed: stopping the ones started before it", failAt)
+		failed = logOrder(t, victim, "resource start failed: stopping the ones started before it", transferAt)
 		time.Sleep(50 * time.Millisecond)
 	}
 	if !slices.Equal(failed, []string{"r2"}) {
-		t.Fatalf("node3 start failures %v, want [r2]", failed)
+		t.Fatalf("%s start failures %v, want [r2]", victim.Name, failed)
 	}
-	r, e3, err := c.Primary(ctxT(t, 30*time.Second), node3)
+	r, e3, err := c.Primary(ctxT(t, 30*time.Second), victim)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := waitRunning(ctxT(t, 10*time.Second), r); err != nil {
 		t.Fatal(err)
 	}
-	if got := logOrder(t, node3, "resource stopped", failAt); !slices.Equal(got, []string{"r2", "r1"}) {
-		t.Errorf("node3 stopped %v after its failed start, want [r2 r1]", got)
+	if got := logOrder(t, victim, "resource stopped", transferAt); !slices.Equal(got, []string{"r2", "r1"}) {
+		t.Errorf("%s stopped %v after its failed start, want [r2 r1]", victim.Name, got)
 	}
 	onlyOn(r)
 	startReleased := false
-	for _, rec := range history(t, r, node3.Name) {
+	for _, rec := range history(t, r, victim.Name) {
 		startReleased = startReleased || rec.Kind == stonith.KindRelease && strings.Contains(rec.Reason, "resource r2 (2 of 3) failed to start")
 	}
 	if !startReleased {
-		t.Errorf("no release by node3 for the failed start in the history")
+		t.Errorf("no release by %s for the failed start in the history", victim.Name)
 	}
-	if l, err := resourcesOf(ctxT(t, time.Second), node3); err != nil || l.Resources[1].Failures == 0 || l.Resources[1].State != "stopped" {
-		t.Errorf("node3's resources after the failed start: %+v %v", l.Resources, err)
+	if l, err := resourcesOf(ctxT(t, time.Second), victim); err != nil || l.Resources[1].Failures == 0 || l.Resources[1].State != "stopped" {
+		t.Errorf("%s's resources after the failed start: %+v %v", victim.Name, l.Resources, err)
 	}
 	noFences(t, r)
-	t.Logf("primary %s at epoch %d after node3's failed start", r.Name, e3)
+	t.Logf("primary %s at epoch %d after %s's failed start", r.Name, e3, victim.Name)
 }
 
 // hangAgent is a stand-in OCF agent whose stop hangs once HANG exists
