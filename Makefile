@@ -1,7 +1,7 @@
 # fenced — see README.md. Targets: demo, test, build, package.
 GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo 0.1.0-dev)
-LDFLAGS := -X github.com/fenced/fenced/daemon.Version=$(VERSION)
+LDFLAGS := -X github.com/fenced/fenced/daemon/api.Version=$(VERSION)
 TEST_TIMEOUT ?= 25m
 DIST    ?= dist
 

@@ -169,7 +169,11 @@ type Param struct {
 type Kind struct {
 	Name        string // "ipmi", "redfish", ...
 	Description string // one line, shown in metadata
-	Params      []Param
+	// VendorURL is the web site of the device's vendor or standard, for
+	// the metadata's <vendor-url> (empty when the agent is not one
+	// vendor's, as fence_ipmilan's).
+	VendorURL string
+	Params    []Param
 	// New builds an agent for one target from its parameters (the device's
 	// parameters merged with the target's plug). It validates the
 	// parameters and must not touch the network.
@@ -178,6 +182,12 @@ type Kind struct {
 	// checks all of them itself (exec: against the external program's
 	// metadata), so config validation calls New rather than Check.
 	OpenParams bool
+	// ParamsFor, for an OpenParams kind, returns every parameter the agent
+	// takes given its own (exec: its own and its program's, from the
+	// program's metadata), so the FenceAgentAPI front-end can tell an
+	// unknown parameter from one of the program's. It may run a program;
+	// it touches no fence device.
+	ParamsFor func(own Params) ([]Param, error)
 }
 
 // Registry maps agent names to kinds.

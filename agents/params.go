@@ -3,6 +3,7 @@ package agents
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"sort"
@@ -66,6 +67,10 @@ func (p Params) Int(name string, def int) (int, error) {
 	return n, nil
 }
 
+// MaxSeconds bounds every duration parameter: no device wait is longer
+// than a day, and a larger number would overflow a time.Duration.
+const MaxSeconds = 24 * time.Hour
+
 // Seconds parses name as a duration: a number of seconds (fence-agents
 // style, fractions allowed) or a Go duration ("500ms").
 func (p Params) Seconds(name string, def time.Duration) (time.Duration, error) {
@@ -75,14 +80,22 @@ func (p Params) Seconds(name string, def time.Duration) (time.Duration, error) {
 	}
 	v = strings.TrimSpace(v)
 	if f, err := strconv.ParseFloat(v, 64); err == nil {
-		if f < 0 {
+		switch {
+		case math.IsNaN(f) || math.IsInf(f, 0):
+			return 0, fmt.Errorf("parameter %s: %q is not a duration in seconds", name, v)
+		case f < 0:
 			return 0, fmt.Errorf("parameter %s: %q is negative", name, v)
+		case f > MaxSeconds.Seconds():
+			return 0, fmt.Errorf("parameter %s: %q is more than %s", name, v, MaxSeconds)
 		}
 		return time.Duration(f * float64(time.Second)), nil
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d < 0 {
 		return 0, fmt.Errorf("parameter %s: %q is not a duration in seconds", name, v)
+	}
+	if d > MaxSeconds {
+		return 0, fmt.Errorf("parameter %s: %q is more than %s", name, v, MaxSeconds)
 	}
 	return d, nil
 }

@@ -11,59 +11,33 @@ import (
 	"time"
 
 	"github.com/fenced/fenced/agents"
-	"github.com/fenced/fenced/stonith"
+	"github.com/fenced/fenced/daemon/api"
+	"github.com/fenced/fenced/quorum"
 )
-
-// Device is one entry of GET /v1/devices.
-type Device struct {
-	Name    string   `json:"name"`
-	Agent   string   `json:"agent"`
-	Targets []string `json:"targets"` // "node2 (level 1, plug 3)"
-}
-
-// DeviceStatus is GET /v1/devices/{name}/status.
-type DeviceStatus struct {
-	SchemaVersion int            `json:"schemaVersion"`
-	Device        string         `json:"device"`
-	Agent         string         `json:"agent"`
-	Monitor       string         `json:"monitor"` // ok or the error
-	Targets       []TargetStatus `json:"targets"`
-}
-
-// TargetStatus is a node's state as read from one device.
-type TargetStatus struct {
-	Node  string `json:"node"`
-	Plug  string `json:"plug,omitempty"`
-	State string `json:"state"`
-	Error string `json:"error,omitempty"`
-}
 
 func (d *Daemon) adminRoutes(mux *http.ServeMux) {
 	post := func(method string) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
-			var req AdminRequest
-			if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
-				writeError(w, http.StatusBadRequest, "bad-request", fmt.Errorf("request body: %w", err))
+			body, _ := io.ReadAll(r.Body) // read and bounded by readBody
+			req, err := api.DecodeAdminRequest(body)
+			if err != nil {
+				writeError(w, http.StatusBadRequest, api.CodeBadRequest, err)
 				return
 			}
 			// Who asked is what the kernel says, not what the client claims.
 			req.RequestedBy = "fencectl@" + d.self
 			if u := peerUser(r.Context()); u != "" {
-				req.RequestedBy = u + "@" + d.self
+				req.RequestedBy = api.CleanText(u) + "@" + d.self
 			}
-			ctx, cancel := context.WithTimeout(r.Context(), 10*time.Minute)
+			ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
 			defer cancel()
 			out, err := d.admin(ctx, method, req)
-			var ue *userError
-			switch {
-			case errors.As(err, &ue):
-				writeError(w, http.StatusBadRequest, "refused", err)
-			case err != nil:
-				writeError(w, http.StatusServiceUnavailable, "failed", err)
-			default:
-				w.Header().Set("Content-Type", "application/json")
-				w.Write(out)
+			if err != nil {
+				status, code := adminErrorStatus(err)
+				writeError(w, status, code, err)
+				return
 			}
+			writeAdminReply(w, method, out)
 		}
 	}
 	mux.HandleFunc("POST /v1/fence", post(fwdFence))
@@ -72,23 +46,65 @@ func (d *Daemon) adminRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/standby", post(fwdStandby))
 	mux.HandleFunc("POST /v1/transfer", post(fwdTransfer))
 	mux.HandleFunc("GET /v1/devices", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"schemaVersion": SchemaVersion, "devices": d.devices()})
+		writeJSON(w, http.StatusOK, api.DeviceList{SchemaVersion: SchemaVersion, Devices: d.devices()})
 	})
 	mux.HandleFunc("GET /v1/devices/{name}/status", func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
 		dev, ok := d.cfg.Devices[name]
 		if !ok {
-			writeError(w, http.StatusNotFound, "not-found", fmt.Errorf("unknown device %q", name))
+			writeError(w, http.StatusNotFound, api.CodeNotFound, fmt.Errorf("unknown device %q", name))
 			return
 		}
 		writeJSON(w, http.StatusOK, d.deviceStatus(r.Context(), name, dev.Agent))
 	})
 }
 
-func (d *Daemon) devices() []Device {
-	var out []Device
+// writeAdminReply writes the leader's answer: a stonith record for fence,
+// unfence and confirm, as it is; for standby and transfer a typed reply
+// with the schema version (the leader may run an older fenced whose
+// answer lacks it).
+func writeAdminReply(w http.ResponseWriter, method string, out []byte) {
+	var typed any
+	switch method {
+	case fwdStandby:
+		var r api.StandbyReply
+		if json.Unmarshal(out, &r) == nil {
+			r.SchemaVersion, typed = SchemaVersion, r
+		}
+	case fwdTransfer:
+		var r api.TransferReply
+		if json.Unmarshal(out, &r) == nil {
+			r.SchemaVersion, typed = SchemaVersion, r
+		}
+	}
+	if typed != nil {
+		writeJSON(w, http.StatusOK, typed)
+		return
+	}
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(apiWriteTimeout))
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(out)
+}
+
+// adminErrorStatus is the status and code of a failed admin request. A
+// refusal is the same answer whichever node was asked: one made by the
+// leader keeps its kind on the way back (quorum.RemoteError).
+func adminErrorStatus(err error) (int, string) {
+	var ue *userError
+	var re *quorum.RemoteError
+	if errors.As(err, &ue) || (errors.As(err, &re) && re.Kind == api.CodeRefused) {
+		return http.StatusBadRequest, api.CodeRefused
+	}
+	return http.StatusServiceUnavailable, api.CodeFailed
+}
+
+// ErrorKind travels with the error when it is forwarded between nodes.
+func (e *userError) ErrorKind() string { return api.CodeRefused }
+
+func (d *Daemon) devices() []api.Device {
+	out := []api.Device{}
 	for name, dev := range d.cfg.Devices {
-		dv := Device{Name: name, Agent: dev.Agent, Targets: []string{}}
+		dv := api.Device{Name: name, Agent: dev.Agent, Targets: []string{}}
 		for _, n := range d.cfg.Nodes {
 			for li, l := range n.Fence {
 				for _, ref := range l.Devices {
@@ -110,8 +126,8 @@ func (d *Daemon) devices() []Device {
 
 // deviceStatus checks the device from this node: monitor, and the state of
 // every node mapped on it. It changes nothing.
-func (d *Daemon) deviceStatus(ctx context.Context, name, agent string) DeviceStatus {
-	ds := DeviceStatus{SchemaVersion: SchemaVersion, Device: name, Agent: agent, Monitor: "ok", Targets: []TargetStatus{}}
+func (d *Daemon) deviceStatus(ctx context.Context, name, agent string) api.DeviceStatus {
+	ds := api.DeviceStatus{SchemaVersion: SchemaVersion, Device: name, Agent: agent, Monitor: "ok", Targets: []api.TargetStatus{}}
 	monitored := false
 	for _, n := range d.cfg.Nodes {
 		for _, lvl := range topology(d.cfg, n.Name) {
@@ -128,7 +144,7 @@ func (d *Daemon) deviceStatus(ctx context.Context, name, agent string) DeviceSta
 						d.metrics.monitorOK.WithLabelValues(name).Set(1)
 					}
 				}
-				ts := TargetStatus{Node: n.Name, Plug: t.Plug}
+				ts := api.TargetStatus{Node: n.Name, Plug: t.Plug}
 				st, err := d.engine.DeviceStatus(ctx, t)
 				ts.State = st.String()
 				if err != nil {
@@ -141,5 +157,3 @@ func (d *Daemon) deviceStatus(ctx context.Context, name, agent string) DeviceSta
 	}
 	return ds
 }
-
-var _ = stonith.ActionOff

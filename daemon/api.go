@@ -1,29 +1,180 @@
 package daemon
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"os"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/fenced/fenced/daemon/api"
 	"github.com/fenced/fenced/quorum"
-	"github.com/fenced/fenced/stonith"
 )
 
 // SchemaVersion of the JSON the API returns and `fencectl -o json` prints.
-const SchemaVersion = 1
+const SchemaVersion = api.SchemaVersion
+
+// AdminRequest is the body of the admin calls (package api holds the wire
+// types; the name stays here for the daemon's callers).
+type AdminRequest = api.AdminRequest
+
+// Bounds of the API server. The socket is local and only root and the
+// api.group may open it, but a stuck or broken client must still not hold
+// the daemon's descriptors or goroutines for ever.
+const (
+	apiMaxConns      = 64               // connections served at once; more wait in the kernel's backlog
+	apiHeaderTimeout = 5 * time.Second  // from connect to the end of the headers
+	apiBodyTimeout   = 10 * time.Second // for the whole request body
+	apiWriteTimeout  = 30 * time.Second // for writing an answer
+	apiIdleTimeout   = 30 * time.Second // keep-alive between requests
+	// A fence may legitimately run for minutes (every level, every
+	// device, retries): the handler, not a read deadline, bounds it.
+	adminTimeout = api.AdminTimeout
+)
+
+// newAPIServer is the HTTP server of the API socket.
+func (d *Daemon) newAPIServer() *http.Server {
+	return &http.Server{
+		Handler:           readBody(d.apiHandler()),
+		ReadHeaderTimeout: apiHeaderTimeout,
+		IdleTimeout:       apiIdleTimeout,
+		ConnContext:       peerContext,
+		ErrorLog:          slog.NewLogLogger(d.log.With("component", "api").Handler(), slog.LevelDebug),
+	}
+}
+
+// readBody reads the whole request body before the handler runs, within
+// apiBodyTimeout and MaxRequestBody. Go's server-wide ReadTimeout cannot do
+// this: it also cancels the context of a handler that is still running (a
+// fence) once it expires.
+func readBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		// A deadline left from an earlier answer on this connection
+		// must not cut a long handler's answer.
+		_ = rc.SetWriteDeadline(time.Time{})
+		if r.Body != nil && r.Body != http.NoBody {
+			_ = rc.SetReadDeadline(time.Now().Add(apiBodyTimeout))
+			data, err := io.ReadAll(io.LimitReader(r.Body, api.MaxRequestBody+1))
+			_ = rc.SetReadDeadline(time.Time{})
+			var ne net.Error
+			switch {
+			case errors.As(err, &ne) && ne.Timeout():
+				w.Header().Set("Connection", "close")
+				writeError(w, http.StatusRequestTimeout, api.CodeTimeout, fmt.Errorf("request body not received within %v", apiBodyTimeout))
+				return
+			case err != nil:
+				w.Header().Set("Connection", "close")
+				writeError(w, http.StatusBadRequest, api.CodeBadRequest, fmt.Errorf("request body: %w", err))
+				return
+			case len(data) > api.MaxRequestBody:
+				w.Header().Set("Connection", "close")
+				writeError(w, http.StatusRequestEntityTooLarge, api.CodeTooLarge, fmt.Errorf("request body over %d bytes", api.MaxRequestBody))
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(data))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// capListener hands out at most cap connections at once: Accept waits
+// for one to close, and further clients queue in the kernel's listen
+// backlog. It bounds the descriptors and goroutines clients can take.
+type capListener struct {
+	net.Listener
+	slots chan struct{}
+	done  chan struct{}
+	once  sync.Once
+}
+
+func newCapListener(ln net.Listener, n int) *capListener {
+	return &capListener{Listener: ln, slots: make(chan struct{}, n), done: make(chan struct{})}
+}
+
+func (l *capListener) Accept() (net.Conn, error) {
+	select {
+	case l.slots <- struct{}{}:
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.slots
+		return nil, err
+	}
+	return &cappedConn{Conn: c, release: sync.OnceFunc(func() { <-l.slots })}, nil
+}
+
+func (l *capListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return l.Listener.Close()
+}
+
+type cappedConn struct {
+	net.Conn
+	release func()
+}
+
+func (c *cappedConn) Close() error {
+	err := c.Conn.Close()
+	c.release()
+	return err
+}
+
+// NetConn is the accepted connection (for its peer credentials).
+func (c *cappedConn) NetConn() net.Conn { return c.Conn }
+
+// checkSocketPath refuses an api.socket path that names anything but a
+// socket: the daemon replaces a stale socket at start, and must never
+// delete a file or directory that happens to have that name.
+func checkSocketPath(path string) error {
+	fi, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	case fi.Mode().Type() == fs.ModeSocket:
+		return nil
+	}
+	kind := "a " + strings.TrimPrefix(fi.Mode().Type().String(), "-")
+	switch t := fi.Mode().Type(); {
+	case t.IsRegular():
+		kind = "a regular file"
+	case t.IsDir():
+		kind = "a directory"
+	case t&fs.ModeSymlink != 0:
+		kind = "a symbolic link"
+	case t&fs.ModeDevice != 0:
+		kind = "a device"
+	case t&fs.ModeNamedPipe != 0:
+		kind = "a named pipe"
+	}
+	return fmt.Errorf("%s exists and is %s, not a socket: remove it or choose another path (fenced replaces only a stale socket)", path, kind)
+}
 
 // listenAPI opens the control socket with mode 0660 (owner and group).
 func listenAPI(path, group string) (net.Listener, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("api.socket %s: %w", path, err)
+	}
+	if err := checkSocketPath(path); err != nil {
+		return nil, fmt.Errorf("api.socket %w", err)
 	}
 	// A stale socket from a crashed daemon is removed only if nothing
 	// answers on it; a live one means another fenced runs.
@@ -31,7 +182,9 @@ func listenAPI(path, group string) (net.Listener, error) {
 		c.Close()
 		return nil, fmt.Errorf("api.socket %s: another fenced is running", path)
 	}
-	os.Remove(path)
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("api.socket %s: removing the stale socket: %w", path, err)
+	}
 	old := syscall.Umask(0o117)
 	ln, err := net.Listen("unix", path)
 	syscall.Umask(old)
@@ -54,66 +207,15 @@ func listenAPI(path, group string) (net.Listener, error) {
 			return nil, fmt.Errorf("api.socket %s: chown to group %s: %w", path, group, err)
 		}
 	}
-	return ln, nil
+	return newCapListener(ln, apiMaxConns), nil
 }
 
-// Status is GET /v1/status.
-type Status struct {
-	SchemaVersion int          `json:"schemaVersion"`
-	Cluster       string       `json:"cluster"`
-	Node          string       `json:"node"`
-	Quorum        QuorumStatus `json:"quorum"`
-	Primary       PrimaryInfo  `json:"primary"`
-	Self          SelfStatus   `json:"self"`
-	Nodes         []NodeStatus `json:"nodes"`
-}
-
-// QuorumStatus counts votes against the configured size.
-type QuorumStatus struct {
-	Configured int    `json:"configured"`
-	Seen       int    `json:"votesSeen"`
-	Needed     int    `json:"votesNeeded"`
-	Have       bool   `json:"have"`
-	Leader     string `json:"leader"`
-}
-
-// PrimaryInfo is the replicated holder state.
-type PrimaryInfo struct {
-	Node        string            `json:"node"`
-	Epoch       uint64            `json:"epoch"`
-	State       string            `json:"state"`
-	Blocked     bool              `json:"blocked"`
-	Reason      string            `json:"reason,omitempty"`
-	Previous    string            `json:"previous,omitempty"`
-	Unconfirmed map[string]uint64 `json:"unconfirmed,omitempty"`
-}
-
-// SelfStatus is this node's own view.
-type SelfStatus struct {
-	Role         string  `json:"role"`
-	Acting       bool    `json:"acting"`
-	Epoch        uint64  `json:"epoch"`
-	KnownEpoch   uint64  `json:"knownEpoch"`
-	LeaseLeftSec float64 `json:"leaseLeftSeconds"`
-	Storage      string  `json:"storage"`
-	Raft         string  `json:"raft"`
-	Term         uint64  `json:"raftTerm"`
-	Standby      bool    `json:"standby"`
-}
-
-// NodeStatus is one configured node.
-type NodeStatus struct {
-	Name        string     `json:"name"`
-	Address     string     `json:"address"`
-	Gossip      string     `json:"gossip"`
-	Raft        string     `json:"raftRole"`
-	Role        string     `json:"role"`
-	Epoch       uint64     `json:"epoch"`
-	Storage     string     `json:"storage"`
-	LastContact *time.Time `json:"lastContact,omitempty"`
-	RTTMillis   float64    `json:"rttMillis,omitempty"`
-	Version     string     `json:"version"`
-}
+// The API's wire types live in package api (fencectl uses them without
+// linking the daemon); these names stay for the daemon's callers.
+type (
+	Status  = api.Status
+	History = api.History
+)
 
 // StatusNow builds the status document.
 func (d *Daemon) StatusNow() Status {
@@ -122,7 +224,7 @@ func (d *Daemon) StatusNow() Status {
 	s := Status{SchemaVersion: SchemaVersion, Cluster: d.cfg.Cluster.Name, Node: d.self}
 	seen := 0
 	for _, m := range members {
-		ns := NodeStatus{Name: m.Name, Address: m.Addr, Gossip: m.State, Raft: m.Meta.Raft, Role: m.Meta.Role,
+		ns := api.NodeStatus{Name: m.Name, Address: m.Addr, Gossip: m.State, Raft: m.Meta.Raft, Role: m.Meta.Role,
 			Epoch: m.Meta.Epoch, Storage: m.Meta.Storage, Version: m.Meta.Version, RTTMillis: float64(m.RTT.Microseconds()) / 1000}
 		if !m.Contact.IsZero() {
 			c := m.Contact.UTC().Truncate(time.Millisecond)
@@ -135,30 +237,14 @@ func (d *Daemon) StatusNow() Status {
 		}
 		s.Nodes = append(s.Nodes, ns)
 	}
-	s.Quorum = QuorumStatus{Configured: len(d.cfg.Nodes), Seen: seen, Needed: d.cfg.Majority(), Leader: d.raft.Leader()}
+	s.Quorum = api.QuorumStatus{Configured: len(d.cfg.Nodes), Seen: seen, Needed: d.cfg.Majority(), Leader: d.raft.Leader()}
 	s.Quorum.Have = s.Quorum.Leader != "" && seen >= s.Quorum.Needed
-	s.Primary = PrimaryInfo{Node: st.Holder, Epoch: st.Epoch, State: st.HolderState, Blocked: st.HolderState == quorum.HolderBlocked,
+	s.Primary = api.PrimaryInfo{Node: st.Holder, Epoch: st.Epoch, State: st.HolderState, Blocked: st.HolderState == quorum.HolderBlocked,
 		Reason: st.Reason, Previous: st.Previous, Unconfirmed: st.Unconfirmed}
-	left := quorum.Mono(d.leaseUntil.Load()).Sub(quorum.Now())
-	if left < 0 || d.epoch.Load() == 0 {
-		left = 0
-	}
-	s.Self = SelfStatus{Role: d.Role(), Acting: d.Acting(), Epoch: d.epoch.Load(), KnownEpoch: st.Epoch,
-		LeaseLeftSec: left.Seconds(), Storage: d.storage.Load().(string), Raft: d.raft.RaftState(), Term: d.raft.Term(),
+	s.Self = api.SelfStatus{Role: d.Role(), Acting: d.Acting(), Epoch: d.Epoch(), KnownEpoch: st.Epoch,
+		LeaseLeftSec: d.LeaseLeft().Seconds(), Storage: d.Storage(), Raft: d.raft.RaftState(), Term: d.raft.Term(),
 		Standby: st.Standby[d.self]}
 	return s
-}
-
-// History is GET /v1/history.
-type History struct {
-	SchemaVersion int              `json:"schemaVersion"`
-	Records       []stonith.Record `json:"records"`
-}
-
-// apiError is the JSON error body.
-type apiError struct {
-	Error string `json:"error"`
-	Code  string `json:"code"`
 }
 
 func (d *Daemon) apiHandler() http.Handler {
@@ -169,13 +255,16 @@ func (d *Daemon) apiHandler() http.Handler {
 	mux.HandleFunc("GET /v1/history", func(w http.ResponseWriter, r *http.Request) {
 		st := d.raft.FSM().State()
 		node := r.URL.Query().Get("node")
-		h := History{SchemaVersion: SchemaVersion, Records: []stonith.Record{}}
+		h := History{SchemaVersion: SchemaVersion, Records: []api.Record{}}
 		for _, rec := range st.History {
 			if node == "" || rec.Target == node {
 				h.Records = append(h.Records, rec)
 			}
 		}
 		writeJSON(w, http.StatusOK, h)
+	})
+	mux.HandleFunc("GET /v1/version", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, api.VersionInfo{SchemaVersion: SchemaVersion, Node: d.self, Version: api.Version, Go: runtime.Version()})
 	})
 	d.adminRoutes(mux)
 	d.resourceRoutes(mux)
@@ -187,6 +276,7 @@ func (d *Daemon) apiHandler() http.Handler {
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(apiWriteTimeout))
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	enc := json.NewEncoder(w)
@@ -195,5 +285,5 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 func writeError(w http.ResponseWriter, code int, kind string, err error) {
-	writeJSON(w, code, apiError{Error: err.Error(), Code: kind})
+	writeJSON(w, code, api.Error{SchemaVersion: SchemaVersion, Message: err.Error(), Code: kind})
 }

@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	fencedBin = filepath.Join(dir, "fenced")
-	out, err := exec.Command("go", "build", "-o", fencedBin, "../cmd/fenced").CombinedOutput()
+	out, err := exec.Command("go", "build", "-tags", "faultinject", "-o", fencedBin, "../cmd/fenced").CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "building fenced: %v\n%s", err, out)
 		os.Exit(1)

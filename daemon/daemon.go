@@ -8,25 +8,26 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/memberlist"
 
 	"github.com/fenced/fenced/agents"
+	"github.com/fenced/fenced/daemon/api"
 	"github.com/fenced/fenced/daemon/config"
+	"github.com/fenced/fenced/daemon/tenure"
 	"github.com/fenced/fenced/quorum"
 	"github.com/fenced/fenced/stonith"
 )
 
-// Roles a node reports.
+// Roles a node reports (see package tenure).
 const (
-	RoleSecondary    = "secondary"
-	RolePrimaryElect = "primary-elect" // raft leader with an epoch, not yet allowed to act
-	RolePrimary      = "primary"
-	RoleDemoting     = "demoting"
-	RoleStopping     = "stopping"
+	RoleSecondary    = tenure.RoleSecondary
+	RolePrimaryElect = tenure.RolePrimaryElect // holds an epoch, not yet allowed to act
+	RolePrimary      = tenure.RolePrimary
+	RoleDemoting     = tenure.RoleDemoting
+	RoleStopping     = tenure.RoleStopping
 )
 
 // Resource is what the primary runs (the storage). Implementations receive
@@ -41,7 +42,8 @@ type Resource interface {
 
 // Fencer fences a node for a takeover: powers it off through its topology,
 // confirms by read-back and commits the record. It returns nil only on a
-// confirmed fence.
+// confirmed fence. The daemon has one, the stonith engine over the
+// configured topology; admin fences go through the same one.
 type Fencer interface {
 	Fence(ctx context.Context, target, reason string, epoch uint64) error
 }
@@ -51,9 +53,6 @@ type Options struct {
 	Logger *slog.Logger
 	// Resource runs the storage; nil means no storage is configured.
 	Resource Resource
-	// Fencer fences previous holders; nil means the stonith engine over the
-	// configured topology.
-	Fencer Fencer
 	// Registry resolves agents; nil means agents.Default.
 	Registry *agents.Registry
 	// SelfFence resets this node when a demotion cannot finish in time.
@@ -82,32 +81,32 @@ type Daemon struct {
 	apiLn   net.Listener
 	api     *http.Server
 
-	// Lease state, on the boot-time clock.
-	leaseUntil atomic.Int64 // quorum.Mono; 0 = no lease
-	role       atomic.Value // string
-	epoch      atomic.Uint64
-	storage    atomic.Value // string
+	// The tenure: the control loop owns the machine and publishes view.
+	machine   *tenure.Machine
+	view      atomic.Pointer[tenureView]
+	events    chan tenure.Event
+	writes    chan func()
+	loopDone  chan struct{}
+	grantedAt tenure.Time // loop goroutine only
+	tctx      context.Context
+	tcancel   context.CancelFunc
+	// hardCtx ends at a hard stop; everything the daemon starts ends with it.
+	hardCtx    context.Context
+	hardCancel context.CancelFunc
+	group      group
 
-	wg       sync.WaitGroup
 	stopping atomic.Bool
-	fenceMu  sync.Mutex // one fence per target at a time (see stonith)
 	started  quorum.Mono
 
-	engine       *stonith.Engine
-	engineFencer *engineFencer
-	metrics      *metrics
-	metricsLn    net.Listener
-	metricsSrv   *http.Server
+	engine     *stonith.Engine
+	fencer     *engineFencer
+	metrics    *metrics
+	metricsLn  net.Listener
+	metricsSrv *http.Server
 
-	// Graceful handover: where leadership goes after the release ("" =
-	// raft's choice), and the cancel of the current tenure.
 	lastBeat   atomic.Int64 // quorum.Mono of the main loop's last progress
 	stallAfter time.Duration
 	stalled    atomic.Bool
-
-	handoffMu    sync.Mutex
-	handoffTo    *string
-	tenureCancel context.CancelCauseFunc
 }
 
 // New opens every subsystem: the raft log and transport, gossip, the API
@@ -117,10 +116,11 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	d := &Daemon{cfg: cfg, self: cfg.Node, log: log.With("node", cfg.Node), opts: opts, started: quorum.Now(), stallAfter: stallFromEnv()}
+	d := &Daemon{cfg: cfg, self: cfg.Node, log: log.With("node", cfg.Node), opts: opts, started: quorum.Now(), stallAfter: stallFromEnv(),
+		events: make(chan tenure.Event, 16), writes: make(chan func(), 64), loopDone: make(chan struct{})}
+	d.hardCtx, d.hardCancel = context.WithCancel(context.Background())
 	d.lastBeat.Store(int64(d.started))
-	d.role.Store(RoleSecondary)
-	d.storage.Store("stopped")
+	d.view.Store(&tenureView{role: RoleSecondary, storage: tenure.StorageStopped})
 	if opts.SelfFence == nil {
 		d.opts.SelfFence = func(reason string) { selfFence(cfg.Watchdog.Device, d.log, reason) }
 	}
@@ -139,10 +139,7 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 	}
 	d.engine = stonith.NewEngine(reg, d.log.With("component", "stonith"))
 	d.engine.DefaultTimeout = cfg.Timing.FenceTimeout.D()
-	d.engineFencer = &engineFencer{d: d, engine: d.engine}
-	if d.opts.Fencer == nil {
-		d.opts.Fencer = d.engineFencer
-	}
+	d.fencer = &engineFencer{d: d, engine: d.engine}
 	d.metrics = newMetrics(d)
 	if d.opts.Resource == nil {
 		// The resource group: resources, or the storage shorthand.
@@ -174,10 +171,17 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 	ro := opts.Raft
 	ro.Self, ro.Peers, ro.DataDir = cfg.Node, peers, cfg.DataDir
 	ro.Key, ro.Cluster = key, cfg.Cluster.Name
-	ro.Lease, ro.HistoryLimit, ro.Logger = cfg.Timing.Lease.D(), cfg.History.Limit, d.log.With("component", "raft")
+	ro.HeartbeatTimeout = cfg.Timing.Tenure().Raft().HeartbeatTimeout
+	ro.HistoryLimit, ro.Logger = cfg.History.Limit, d.log.With("component", "raft")
+	closeListeners := func() {
+		ln.Close()
+		if d.metricsLn != nil {
+			d.metricsLn.Close()
+		}
+	}
 	r, err := quorum.OpenRaft(ro)
 	if err != nil {
-		ln.Close()
+		closeListeners()
 		return nil, err
 	}
 	d.raft = r
@@ -187,11 +191,17 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 	}, d.meta())
 	if err != nil {
 		r.Shutdown()
-		ln.Close()
+		closeListeners()
 		return nil, err
 	}
 	d.members = m
-	d.api = &http.Server{Handler: d.apiHandler(), ReadHeaderTimeout: 5 * time.Second, ConnContext: peerContext}
+	d.api = d.newAPIServer()
+	if d.metricsLn != nil {
+		// The port is reachable from the network: cap its connections as
+		// the API socket's, so a flood cannot take the daemon's descriptors.
+		d.metricsLn = newCapListener(d.metricsLn, apiMaxConns)
+		d.metricsSrv = d.newMetricsServer()
+	}
 	return d, nil
 }
 
@@ -205,52 +215,48 @@ func peersOf(cfg *config.Config) []quorum.Peer {
 
 // Run serves until ctx is done, then stops gracefully: releases the
 // storage, hands primacy to another node, leaves gossip. It returns nil
-// after a graceful stop.
+// after a graceful stop. After Close (a hard stop) it returns at once.
 func (d *Daemon) Run(ctx context.Context) error {
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
+	d.group.Go(func() {
 		if err := d.api.Serve(d.apiLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			d.log.Error("api server", "err", err)
 		}
-	}()
-	loopCtx, cancelLoop := context.WithCancel(context.Background())
-	loopDone := make(chan struct{})
-	go func() {
-		defer close(loopDone)
-		d.controlLoop(loopCtx)
-	}()
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
-		d.metaLoop(loopCtx)
-	}()
-	if d.metricsLn != nil {
-		d.wg.Add(1)
-		go func() {
-			defer d.wg.Done()
-			d.serveMetrics(d.metricsLn)
-		}()
+	})
+	stopLoop := make(chan struct{})
+	writesDone := make(chan struct{})
+	d.group.Go(func() { d.writeLoop(writesDone) })
+	d.group.Go(func() { d.controlLoop(d.hardCtx, stopLoop) })
+	d.group.Go(func() { d.metaLoop(d.loopDone) })
+	if d.metricsSrv != nil {
+		d.group.Go(func() {
+			if err := d.metricsSrv.Serve(d.metricsLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				d.log.Error("metrics server", "err", err)
+			}
+		})
 	}
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
-		d.lifecycle(loopCtx)
-	}()
+	d.group.Go(func() { d.lifecycle(d.loopDone) })
 	if d.cfg.Gossip.Plaintext {
 		d.log.Warn("gossip is not encrypted or authenticated (gossip.plaintext): anyone on the network can forge cluster messages")
 	}
-	d.log.Info("fenced started", "version", Version, "nodes", len(d.cfg.Nodes), "majority", d.cfg.Majority())
+	d.log.Info("fenced started", "version", api.Version, "nodes", len(d.cfg.Nodes), "majority", d.cfg.Majority())
 
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case <-d.hardCtx.Done():
+		// Close: a hard stop; it shuts everything down itself.
+		<-d.loopDone
+		close(writesDone)
+		d.group.Stop()
+		return nil
+	}
 	d.log.Info("stopping: releasing primacy, leaving the cluster")
 	d.notify("STOPPING=1")
 	d.stopping.Store(true)
-	d.role.Store(RoleStopping)
 	// The control loop demotes (stops the storage, commits the release)
-	// when its context ends.
-	cancelLoop()
-	<-loopDone
+	// and ends.
+	close(stopLoop)
+	<-d.loopDone
+	close(writesDone)
 	if d.raft.IsLeader() {
 		if err := d.raft.TransferLeadership(); err != nil {
 			d.log.Warn("leadership transfer", "err", err)
@@ -263,23 +269,25 @@ func (d *Daemon) Run(ctx context.Context) error {
 	errs = append(errs, d.api.Shutdown(sctx))
 	if d.metricsSrv != nil {
 		errs = append(errs, d.metricsSrv.Shutdown(sctx))
-	} else if d.metricsLn != nil {
-		d.metricsLn.Close()
 	}
+	d.hardCancel()
 	errs = append(errs, d.raft.Shutdown())
-	d.wg.Wait()
+	d.group.Stop()
 	os.Remove(d.cfg.API.Socket)
 	d.log.Info("fenced stopped")
 	return errors.Join(errs...)
 }
 
 // Close stops everything at once without handing anything off (hard stop,
-// and cleanup in tests).
+// and cleanup in tests). A running Run returns.
 func (d *Daemon) Close() error {
 	d.stopping.Store(true)
+	d.hardCancel()
 	errs := []error{d.members.Shutdown(), d.api.Close(), d.raft.Shutdown()}
 	if d.metricsSrv != nil {
 		errs = append(errs, d.metricsSrv.Close())
+	} else if d.metricsLn != nil {
+		d.metricsLn.Close()
 	}
 	os.Remove(d.cfg.API.Socket)
 	return errors.Join(errs...)
@@ -289,7 +297,12 @@ func (d *Daemon) Close() error {
 func (d *Daemon) Name() string { return d.self }
 
 // Role returns this node's current role.
-func (d *Daemon) Role() string { return d.role.Load().(string) }
+func (d *Daemon) Role() string {
+	if d.stopping.Load() && d.view.Load().role == RoleSecondary {
+		return RoleStopping
+	}
+	return d.view.Load().role
+}
 
 // Acting reports whether this node may act as primary right now: it holds
 // an epoch, passed the takeover gate, and its lease (last confirmed
@@ -297,19 +310,33 @@ func (d *Daemon) Role() string { return d.role.Load().(string) }
 // clock. Anything the primary does is guarded by this check, so a process
 // resumed from a pause re-checks before doing anything.
 func (d *Daemon) Acting() bool {
-	return d.Role() == RolePrimary && quorum.Now() < quorum.Mono(d.leaseUntil.Load())
+	v := d.view.Load()
+	return v.phase == tenure.Serving && d.now() < v.actingUntil
 }
 
+// LeaseLeft is what remains of this node's right to act (0 without one).
+func (d *Daemon) LeaseLeft() time.Duration {
+	v := d.view.Load()
+	if v.epoch == 0 || v.actingUntil == 0 {
+		return 0
+	}
+	return max(v.actingUntil.Sub(d.now()), 0)
+}
+
+// Storage is the storage's state on this node: stopped, starting,
+// running, stopping or failed.
+func (d *Daemon) Storage() string { return d.view.Load().storage }
+
 // Epoch returns the epoch this node holds as primary(-elect), or 0.
-func (d *Daemon) Epoch() uint64 { return d.epoch.Load() }
+func (d *Daemon) Epoch() uint64 { return d.view.Load().epoch }
 
 // KnownEpoch is the highest epoch this node knows of.
-func (d *Daemon) KnownEpoch() uint64 { return d.raft.FSM().State().Epoch }
+func (d *Daemon) KnownEpoch() uint64 { return d.raft.FSM().View().Epoch }
 
 func (d *Daemon) meta() quorum.Meta {
-	m := quorum.Meta{Role: d.Role(), Storage: d.storage.Load().(string), Version: Version}
+	m := quorum.Meta{Role: d.Role(), Storage: d.Storage(), Version: api.Version}
 	if d.raft != nil {
-		m.Epoch = d.raft.FSM().State().Epoch
+		m.Epoch = d.raft.FSM().View().Epoch
 		m.Raft = d.raft.RaftState()
 	}
 	return m
@@ -322,14 +349,14 @@ func (d *Daemon) SetMetaNow() {
 	}
 }
 
-func (d *Daemon) metaLoop(ctx context.Context) {
+func (d *Daemon) metaLoop(done <-chan struct{}) {
 	// Role changes push the metadata themselves; this catches the rest.
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
 		d.SetMetaNow()
 		select {
-		case <-ctx.Done():
+		case <-done:
 			return
 		case <-t.C:
 		case <-d.raft.FSM().Changed():

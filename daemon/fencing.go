@@ -132,16 +132,6 @@ func lastFenceLevels(history []stonith.Record, node string) []int {
 	return nil
 }
 
-// AdminRequest is the body of the fence, unfence, confirm, standby and
-// transfer API calls, and of their forwarded form.
-type AdminRequest struct {
-	Node        string `json:"node"`
-	Action      string `json:"action,omitempty"` // fence: off (default) or reboot
-	Reason      string `json:"reason,omitempty"`
-	RequestedBy string `json:"requestedBy,omitempty"`
-	Flag        bool   `json:"flag,omitempty"` // standby on/off
-}
-
 // Forwarded admin methods.
 const (
 	fwdFence    = "fence"
@@ -208,7 +198,7 @@ func (d *Daemon) adminLocal(ctx context.Context, method string, req AdminRequest
 		if req.Node == d.self {
 			// Only the leader fences, and it cannot confirm its own
 			// power-off: hand leadership on and let the next leader do it.
-			go d.handOff("")
+			d.handOff("")
 			return nil, fmt.Errorf("%s%s leads the cluster; handing leadership on", retryMarker, d.self)
 		}
 		action := stonith.ActionOff
@@ -223,7 +213,7 @@ func (d *Daemon) adminLocal(ctx context.Context, method string, req AdminRequest
 		if len(topology(d.cfg, req.Node)) == 0 {
 			return nil, &userError{fmt.Errorf("node %s has no fence devices configured", req.Node)}
 		}
-		rec := d.fencer().run(ctx, stonith.Request{Target: req.Node, Action: action, Reason: req.Reason, RequestedBy: req.RequestedBy})
+		rec := d.fencer.run(ctx, stonith.Request{Target: req.Node, Action: action, Reason: req.Reason, RequestedBy: req.RequestedBy})
 		return json.Marshal(rec)
 	case fwdConfirm:
 		for _, m := range d.members.Members() {
@@ -253,15 +243,17 @@ func (d *Daemon) adminLocal(ctx context.Context, method string, req AdminRequest
 		if req.Node != "" && d.raft.FSM().State().Standby[req.Node] {
 			return nil, &userError{fmt.Errorf("%s is in standby", req.Node)}
 		}
-		go d.handOff(req.Node)
+		d.handOff(req.Node)
 		return json.Marshal(map[string]any{"from": d.self, "to": req.Node})
 	}
 	return nil, fmt.Errorf("unknown admin method %q", method)
 }
 
-func (d *Daemon) fencer() *engineFencer {
-	if f, ok := d.opts.Fencer.(*engineFencer); ok {
-		return f
+func sleepCtx(ctx context.Context, dur time.Duration) {
+	t := time.NewTimer(dur)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
 	}
-	return d.engineFencer
 }

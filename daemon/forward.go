@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/fenced/fenced/daemon/api"
 	"github.com/fenced/fenced/quorum"
 )
 
@@ -55,9 +56,11 @@ func (d *Daemon) forwarded(ctx context.Context, from, method string, body []byte
 	case fwdContact:
 		return d.answerContact(body)
 	case fwdFence, fwdUnfence, fwdConfirm, fwdStandby, fwdTransfer:
-		var req AdminRequest
-		if err := json.Unmarshal(body, &req); err != nil {
-			return nil, fmt.Errorf("forwarded %s from %s: %w", method, from, err)
+		// The same checks as the local API's: a forwarded reason is
+		// cleaned and bounded before it is logged or committed.
+		req, err := api.DecodeAdminRequest(body)
+		if err != nil {
+			return nil, &userError{fmt.Errorf("forwarded %s from %s: %w", method, from, err)}
 		}
 		return d.adminLocal(ctx, method, req)
 	}

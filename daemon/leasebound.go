@@ -3,11 +3,10 @@ package daemon
 import (
 	"context"
 	"encoding/json"
-	"slices"
 	"sync"
 	"time"
 
-	"github.com/fenced/fenced/quorum"
+	"github.com/fenced/fenced/daemon/tenure"
 )
 
 const fwdContact = "contact" // "how long since you heard from leader X?"
@@ -31,28 +30,21 @@ func (d *Daemon) answerContact(body []byte) ([]byte, error) {
 }
 
 // leaseBound returns a point on this node's clock after which the former
-// primary `old` has certainly stopped acting on its lease, learned from a
-// majority of the configured nodes; ok is false if not enough of them
-// answered in time.
-//
-// Why it is safe: old's last renewal started at s and was stored by a
-// majority after s. Any majority of answers includes one of those nodes, F,
-// whose last contact with old is at or after s. F answers "elapsed e" at a
-// moment before we receive it at r, so s ≤ r − e. Taking the largest r − e
-// over any majority bounds s from above — so the majority of answers with
-// the earliest contacts gives the tightest bound; old stops at
-// s + lease − margin, and we wait until bound + lease + margin. A node that
-// has no record (it restarted) counts as contact at r: the safe direction.
-func (d *Daemon) leaseBound(ctx context.Context, old string) (quorum.Mono, bool) {
+// primary `old` has certainly renewed no more, learned from a majority of the
+// configured nodes (see tenure.BoundOf for why it is safe); ok is false if
+// not enough of them answered in time. It returns only after every query it
+// started has ended.
+func (d *Daemon) leaseBound(ctx context.Context, old string) (tenure.Time, bool) {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.Timing.Lease.D()/2)
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	defer cancel()
 	body, _ := json.Marshal(contactReq{Leader: old})
 	type answer struct {
-		at quorum.Mono
+		at tenure.Time
 		ok bool
 	}
 	answers := make(chan answer, len(d.cfg.Nodes))
-	var wg sync.WaitGroup
 	for _, n := range d.cfg.Nodes {
 		if n.Name == d.self {
 			continue
@@ -61,58 +53,46 @@ func (d *Daemon) leaseBound(ctx context.Context, old string) (quorum.Mono, bool)
 		go func(name string) {
 			defer wg.Done()
 			out, err := d.members.Call(ctx, name, fwdContact, body)
-			r := quorum.Now()
+			r := d.now()
 			var resp contactResp
-			if err != nil || json.Unmarshal(out, &resp) != nil {
+			if err != nil || json.Unmarshal(out, &resp) != nil || resp.ElapsedNs < 0 {
 				answers <- answer{}
 				return
 			}
 			at := r
 			if resp.Known {
-				at = r - quorum.Mono(resp.ElapsedNs)
+				at = r.Add(-time.Duration(resp.ElapsedNs))
 			}
 			answers <- answer{at: at, ok: true}
 		}(n.Name)
 	}
-	go func() { wg.Wait(); close(answers) }()
 
 	// This node's own record counts as one answer.
-	now := quorum.Now()
+	now := d.now()
 	own := now
 	if e, ok := d.raft.SinceContact(old); ok {
-		own = now - quorum.Mono(e)
+		own = now.Add(-e)
 	}
-	got := []quorum.Mono{own}
+	got := []tenure.Time{own}
+	majority := d.cfg.Majority()
 	// Once a majority answered, wait a moment for the rest: any majority
 	// gives a valid bound, and more answers allow a tighter one.
 	var grace <-chan time.Time
-	for {
+	for pending := len(d.cfg.Nodes) - 1; pending > 0; {
 		select {
-		case a, open := <-answers:
-			if !open {
-				return boundOf(got, d.cfg.Majority())
-			}
+		case a := <-answers:
+			pending--
 			if a.ok {
 				got = append(got, a.at)
 			}
-			if len(got) >= d.cfg.Majority() && grace == nil {
+			if len(got) >= majority && grace == nil {
 				grace = time.After(50 * time.Millisecond)
 			}
 			continue
 		case <-grace:
+		case <-ctx.Done():
 		}
-		return boundOf(got, d.cfg.Majority())
+		break
 	}
-}
-
-// boundOf returns the majority-th smallest contact time: the nodes with
-// the earliest last contacts form a majority, which includes a node that
-// stored the old primary's last renewal, so that renewal started no later.
-func boundOf(contacts []quorum.Mono, majority int) (quorum.Mono, bool) {
-	if len(contacts) < majority {
-		return 0, false
-	}
-	slices.Sort(contacts)
-	// A millisecond for the clock conversions.
-	return contacts[majority-1].Add(time.Millisecond), true
+	return tenure.BoundOf(got, majority)
 }

@@ -1,29 +1,17 @@
 package daemon
 
 import (
-	"context"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/fenced/fenced/quorum"
 )
 
-// FaultStallEnv names a test-only fault: after the given duration
-// (e.g. "3s") the daemon's main loop stops making progress, as if it were
-// stuck, so tests can see the service watchdog stop being fed.
-const FaultStallEnv = "FENCED_FAULT_STALL_AFTER"
-
 // beat records that the main loop made progress. A loop that stopped
 // beating stops the systemd watchdog pings, so systemd restarts the
 // service (and a hardware watchdog would reset the node).
 func (d *Daemon) beat() {
-	if d.stallAfter > 0 && quorum.Since(d.started) > d.stallAfter {
-		if d.stalled.CompareAndSwap(false, true) {
-			d.log.Error("FAULT INJECTION: main loop stalled", "env", FaultStallEnv)
-		}
-		select {} // stuck for good
-	}
+	d.injectedStall()
 	d.lastBeat.Store(int64(quorum.Now()))
 }
 
@@ -36,7 +24,7 @@ func (d *Daemon) notify(state string) {
 // lifecycle tells the service manager about the daemon: READY=1 once it
 // has joined the cluster (a leader is known and its state is loaded),
 // WATCHDOG=1 while the main loop beats, STATUS= with role and epoch.
-func (d *Daemon) lifecycle(ctx context.Context) {
+func (d *Daemon) lifecycle(done <-chan struct{}) {
 	ready := false
 	var lastStatus string
 	interval := 500 * time.Millisecond
@@ -47,7 +35,7 @@ func (d *Daemon) lifecycle(ctx context.Context) {
 	defer t.Stop()
 	for {
 		select {
-		case <-ctx.Done():
+		case <-done:
 			return
 		case <-t.C:
 		}
@@ -70,11 +58,11 @@ func (d *Daemon) statusLine(joined bool) string {
 	if !joined {
 		return "joining the cluster"
 	}
-	st := d.raft.FSM().State()
+	st := d.raft.FSM().View()
 	switch role := d.Role(); role {
 	case RolePrimary, RolePrimaryElect:
-		if st.HolderState == quorum.HolderBlocked {
-			return fmt.Sprintf("%s, epoch %d, BLOCKED: %s", role, d.Epoch(), st.Reason)
+		if why := d.view.Load().blocked; why != "" {
+			return fmt.Sprintf("%s, epoch %d, BLOCKED: %s", role, d.Epoch(), why)
 		}
 		return fmt.Sprintf("%s, epoch %d", role, d.Epoch())
 	default:
@@ -87,16 +75,4 @@ func dashIfEmpty(s string) string {
 		return "-"
 	}
 	return s
-}
-
-func stallFromEnv() time.Duration {
-	v := os.Getenv(FaultStallEnv)
-	if v == "" {
-		return 0
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		return 0
-	}
-	return d
 }

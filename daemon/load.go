@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
+	"slices"
 
 	"github.com/fenced/fenced/agents"
 	"github.com/fenced/fenced/daemon/config"
@@ -41,6 +43,9 @@ func CheckConfig(path string, reg *agents.Registry) (*config.Config, error) {
 	if len(ps) == 0 {
 		ps = append(ps, checkAgents(cfg, reg)...)
 		ps = append(ps, resource.Check(context.Background(), cfg)...)
+		if err := checkSocketPath(cfg.API.Socket); err != nil {
+			ps = append(ps, config.Problem{File: cfg.File(), Line: cfg.Line("api.socket"), Path: "api.socket", Msg: err.Error()})
+		}
 	}
 	if len(ps) > 0 {
 		return nil, ps
@@ -52,6 +57,7 @@ func CheckConfig(path string, reg *agents.Registry) (*config.Config, error) {
 // network, collecting the errors their constructors report.
 func checkAgents(cfg *config.Config, reg *agents.Registry) config.Problems {
 	var ps config.Problems
+	seen := map[config.Problem]bool{} // a device shared by nodes fails once
 	for i, n := range cfg.Nodes {
 		for li, l := range n.Fence {
 			for di, ref := range l.Devices {
@@ -60,9 +66,12 @@ func checkAgents(cfg *config.Config, reg *agents.Registry) config.Problems {
 					continue
 				}
 				a, err := k.New(cfg.Params(ref), slog.New(slog.DiscardHandler))
-				path := fmt.Sprintf("nodes[%d].fence[%d].devices[%d]", i, li, di)
 				if err != nil {
-					ps = append(ps, config.Problem{File: cfg.File(), Path: path, Msg: fmt.Sprintf("device %s (%s): %v", ref.Device, k.Name, err)})
+					path := fmt.Sprintf("nodes[%d].fence[%d].devices[%d]", i, li, di)
+					if p := agentProblem(cfg, path, ref.Device, k.Name, err); !seen[p] {
+						seen[p] = true
+						ps = append(ps, p)
+					}
 					continue
 				}
 				if c, ok := a.(agents.Closer); ok {
@@ -71,5 +80,25 @@ func checkAgents(cfg *config.Config, reg *agents.Registry) config.Problems {
 			}
 		}
 	}
+	slices.SortStableFunc(ps, func(a, b config.Problem) int { return a.Line - b.Line })
 	return ps
+}
+
+// reParam finds the parameter an agent's error names.
+var reParam = regexp.MustCompile(`\bparameter ([a-z0-9_]+)`)
+
+// agentProblem places an agent's construction error (for the device
+// reference at ref) on the line that sets the parameter it names: the
+// reference's own params first, then the device's, else the reference.
+func agentProblem(cfg *config.Config, ref, device, agent string, err error) config.Problem {
+	p := config.Problem{File: cfg.File(), Path: ref, Line: cfg.Line(ref), Msg: fmt.Sprintf("device %s (%s): %v", device, agent, err)}
+	if m := reParam.FindStringSubmatch(err.Error()); m != nil {
+		for _, at := range []string{ref + ".params." + m[1], "devices." + device + ".params." + m[1]} {
+			if l, ok := cfg.LineOf(at); ok {
+				p.Path, p.Line = at, l
+				break
+			}
+		}
+	}
+	return p
 }

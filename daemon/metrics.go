@@ -1,15 +1,13 @@
 package daemon
 
 import (
-	"errors"
-	"net"
 	"net/http"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/fenced/fenced/daemon/tenure"
 	"github.com/fenced/fenced/quorum"
 	"github.com/fenced/fenced/stonith"
 )
@@ -104,7 +102,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descQuorum, prometheus.GaugeValue, b2f(s.Quorum.Have))
 	ch <- prometheus.MustNewConstMetric(descVotes, prometheus.GaugeValue, float64(s.Quorum.Seen))
 	ch <- prometheus.MustNewConstMetric(descNeeded, prometheus.GaugeValue, float64(s.Quorum.Needed))
-	for _, r := range []string{RoleSecondary, RolePrimaryElect, RolePrimary, RoleDemoting, RoleStopping} {
+	for _, r := range tenure.Roles {
 		ch <- prometheus.MustNewConstMetric(descRole, prometheus.GaugeValue, b2f(s.Self.Role == r), r)
 	}
 	ch <- prometheus.MustNewConstMetric(descEpoch, prometheus.GaugeValue, float64(s.Self.KnownEpoch))
@@ -126,13 +124,10 @@ func b2f(b bool) float64 {
 	return 0
 }
 
-// serveMetrics serves /metrics on addr until the server is closed.
-func (d *Daemon) serveMetrics(ln net.Listener) {
+// newMetricsServer returns the server of /metrics.
+func (d *Daemon) newMetricsServer() *http.Server {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	d.metricsSrv = srv
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		d.log.Error("metrics server", "err", err)
-	}
+	return &http.Server{Handler: mux, ReadHeaderTimeout: apiHeaderTimeout, ReadTimeout: apiBodyTimeout,
+		WriteTimeout: apiWriteTimeout, IdleTimeout: apiIdleTimeout}
 }

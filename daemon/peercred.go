@@ -15,6 +15,9 @@ type peerKey struct{}
 // kernel's SO_PEERCRED for the unix socket), so the history can say which
 // user asked for a fence or a confirmation.
 func peerContext(ctx context.Context, c net.Conn) context.Context {
+	if w, ok := c.(interface{ NetConn() net.Conn }); ok {
+		c = w.NetConn()
+	}
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
 		return ctx

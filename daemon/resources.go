@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/fenced/fenced/daemon/api"
 	"github.com/fenced/fenced/daemon/config"
 	"github.com/fenced/fenced/daemon/resource"
 )
@@ -16,45 +17,15 @@ type statusReporter interface {
 	Status() []resource.Status
 }
 
-// ResourceList is GET /v1/resources: this node's resource group, in start
-// order. Only the primary runs the group; on other nodes every resource
-// reads "stopped" (or what the probe at start found).
-type ResourceList struct {
-	SchemaVersion int              `json:"schemaVersion"`
-	Node          string           `json:"node"`
-	Role          string           `json:"role"`
-	Epoch         uint64           `json:"epoch"`
-	Resources     []ResourceStatus `json:"resources"`
-}
-
-// ResourceStatus is one resource of the group.
-type ResourceStatus struct {
-	Name  string `json:"name"`
-	Kind  string `json:"kind"` // "ocf:heartbeat:IPaddr2", "mount", "hooks", "storage"
-	State string `json:"state"`
-	// MonitorIntervalSec is how often the primary monitors it.
-	MonitorIntervalSec float64 `json:"monitorIntervalSeconds"`
-	// LastMonitor is when the last monitor (or probe) began; LastResult is
-	// "ok", "probe: not running" or the error; LastMonitorMillis its
-	// duration.
-	LastMonitor       *time.Time `json:"lastMonitor,omitempty"`
-	LastResult        string     `json:"lastResult,omitempty"`
-	LastMonitorMillis float64    `json:"lastMonitorMillis,omitempty"`
-	// Failures counts failed starts, monitors and stops since the daemon
-	// started; LastError is the latest.
-	Failures  int    `json:"failures"`
-	LastError string `json:"lastError,omitempty"`
-}
-
 // ResourcesNow builds the resource list.
-func (d *Daemon) ResourcesNow() ResourceList {
-	l := ResourceList{SchemaVersion: SchemaVersion, Node: d.self, Role: d.Role(), Epoch: d.epoch.Load(), Resources: []ResourceStatus{}}
+func (d *Daemon) ResourcesNow() api.ResourceList {
+	l := api.ResourceList{SchemaVersion: api.SchemaVersion, Node: d.self, Role: d.Role(), Epoch: d.Epoch(), Resources: []api.ResourceStatus{}}
 	sr, ok := d.opts.Resource.(statusReporter)
 	if !ok {
 		return l
 	}
 	for _, s := range sr.Status() {
-		rs := ResourceStatus{Name: s.Name, Kind: s.Kind, State: s.State, MonitorIntervalSec: s.MonitorInterval.Seconds(),
+		rs := api.ResourceStatus{Name: s.Name, Kind: s.Kind, State: s.State, MonitorIntervalSec: s.MonitorInterval.Seconds(),
 			LastResult: s.LastResult, LastMonitorMillis: float64(s.LastTook.Microseconds()) / 1000,
 			Failures: s.Failures, LastError: s.LastError}
 		if !s.LastMonitor.IsZero() {

@@ -104,7 +104,7 @@ func TestSystemdNotify(t *testing.T) {
 		n.Env = []string{"NOTIFY_SOCKET=" + socks[i].path, "WATCHDOG_USEC=1000000"}
 	}
 	// Node 3 gets stuck 4 s after starting.
-	c.Nodes[2].Env = append(c.Nodes[2].Env, daemon.FaultStallEnv+"=4s")
+	c.Nodes[2].Env = append(c.Nodes[2].Env, "FENCED_FAULT_STALL_AFTER=4s") // daemon/faults.go, built with -tags faultinject
 
 	if err := c.Nodes[0].Start(); err != nil {
 		t.Fatal(err)

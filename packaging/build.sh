@@ -28,7 +28,7 @@ trap 'rm -rf "$STAGE"' EXIT
 export PKG_VERSION PKG_RELEASE PKG_ARCH STAGE
 
 # Static binaries: the package then runs on any glibc (or none).
-ldflags="-X github.com/fenced/fenced/daemon.Version=$version"
+ldflags="-X github.com/fenced/fenced/daemon/api.Version=$version"
 for cmd in fenced fencectl; do
   (cd "$repo" && CGO_ENABLED=0 "$GO" build -ldflags "$ldflags" -o "$STAGE/bin/$cmd" "./cmd/$cmd")
   # The shipped binary documents itself: pages and completions match it.

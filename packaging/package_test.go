@@ -250,7 +250,7 @@ func checkDocs(t *testing.T, repo, deb string, debFiles, rpmFiles map[string]pkg
 	ref := filepath.Join(tmp, "ref")
 	for _, name := range []string{"fenced", "fencectl"} {
 		bin := filepath.Join(tmp, name)
-		build := exec.Command("go", "build", "-ldflags", "-X github.com/fenced/fenced/daemon.Version="+testDescribe, "-o", bin, "./cmd/"+name)
+		build := exec.Command("go", "build", "-ldflags", "-X github.com/fenced/fenced/daemon/api.Version="+testDescribe, "-o", bin, "./cmd/"+name)
 		build.Dir = repo
 		build.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := build.CombinedOutput(); err != nil {

@@ -28,7 +28,7 @@ func inmemCluster(t *testing.T, n int, lease time.Duration) (map[string]*Raft, m
 	}
 	nodes := map[string]*Raft{}
 	for _, p := range peers {
-		q, err := OpenRaft(RaftOptions{Self: p.Name, Peers: peers, Lease: lease, Transport: trans[p.Name], InMemory: true})
+		q, err := OpenRaft(RaftOptions{Self: p.Name, Peers: peers, HeartbeatTimeout: lease / 3, Transport: trans[p.Name], InMemory: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,7 +115,7 @@ func TestContactAtLeaderChange(t *testing.T) {
 // the followers' timeout, so its own detection stays fast.
 func TestLeaderPace(t *testing.T) {
 	const lease = 600 * time.Millisecond
-	hb := raftConfig("x", lease, slog.New(slog.DiscardHandler)).HeartbeatTimeout
+	hb := raftConfig("x", lease/3, slog.New(slog.DiscardHandler)).HeartbeatTimeout
 	nodes, trans := inmemCluster(t, 3, lease)
 	all := []string{"a", "b", "c"}
 	want := func(name string, d time.Duration) {

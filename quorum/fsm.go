@@ -129,6 +129,29 @@ func (f *FSM) State() State {
 	return f.state.Clone()
 }
 
+// View is the part of State the tenure rules read: who holds which epoch,
+// whose lease may still run, who may still run the storage, who is in
+// standby. It is cheap to take (no history).
+type View struct {
+	Epoch       uint64
+	Holder      string
+	HolderState string
+	Previous    string
+	LeaseOf     string
+	// Unconfirmed and Standby are copies; the caller may keep them.
+	Unconfirmed map[string]uint64
+	Standby     map[string]bool
+}
+
+// View returns the current View.
+func (f *FSM) View() View {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	s := &f.state
+	return View{Epoch: s.Epoch, Holder: s.Holder, HolderState: s.HolderState, Previous: s.Previous, LeaseOf: s.LeaseOf,
+		Unconfirmed: maps.Clone(s.Unconfirmed), Standby: maps.Clone(s.Standby)}
+}
+
 // Changed returns a channel closed at the next apply.
 func (f *FSM) Changed() <-chan struct{} {
 	f.mu.RLock()

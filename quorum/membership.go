@@ -278,7 +278,17 @@ type rpcMsg struct {
 	Method string          `json:"method,omitempty"`
 	Body   json.RawMessage `json:"body,omitempty"`
 	Err    string          `json:"err,omitempty"`
+	Kind   string          `json:"kind,omitempty"` // of Err: see RemoteError
 }
+
+// RemoteError is what a call's handler on the other node returned: its
+// text, and its kind when the handler's error has one (an ErrorKind()
+// string method), so the caller can answer as the other node would have.
+type RemoteError struct {
+	Node, Kind, Msg string
+}
+
+func (e *RemoteError) Error() string { return e.Msg }
 
 // ErrNoRoute is returned by Call when the node is not reachable by gossip.
 var ErrNoRoute = errors.New("node not reachable")
@@ -311,7 +321,7 @@ func (m *Membership) Call(ctx context.Context, node, method string, body []byte)
 	select {
 	case r := <-ch:
 		if r.Err != "" {
-			return nil, errors.New(r.Err)
+			return nil, &RemoteError{Node: node, Kind: r.Kind, Msg: r.Err}
 		}
 		return r.Body, nil
 	case <-ctx.Done():
@@ -349,6 +359,10 @@ func (m *Membership) handleMsg(b []byte) {
 		reply := rpcMsg{ID: msg.ID, Reply: true, From: m.opts.Self, Body: body}
 		if err != nil {
 			reply.Err = err.Error()
+			var k interface{ ErrorKind() string }
+			if errors.As(err, &k) {
+				reply.Kind = k.ErrorKind()
+			}
 		}
 		out, _ := json.Marshal(reply)
 		for _, n := range m.ml.Members() {

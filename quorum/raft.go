@@ -36,10 +36,12 @@ type RaftOptions struct {
 	Self    string
 	Peers   []Peer // every configured (voting) node, self included
 	DataDir string
-	// Lease sets raft's failure-detection timings (see raftConfig).
-	Lease        time.Duration
-	HistoryLimit int
-	Logger       *slog.Logger
+	// HeartbeatTimeout is how long a follower waits for its leader before
+	// it stands for election (raft randomises up to twice that); the
+	// daemon derives it from the lease (tenure.Timing.Raft).
+	HeartbeatTimeout time.Duration
+	HistoryLimit     int
+	Logger           *slog.Logger
 	// Transport replaces the TCP transport (in-process tests use
 	// raft.InmemTransport to cut links).
 	Transport raft.Transport
@@ -67,19 +69,11 @@ type Raft struct {
 	changes  *raft.Observer // see onLeaderChange
 }
 
-// raftConfig derives raft's timings from the lease. Followers notice a dead
-// leader after HeartbeatTimeout (randomised up to twice that): a third of
-// the lease, so detection and election fit inside the successor's wait for
-// the old lease (which runs from the old primary's last contact, see
-// daemon.leaseBound) instead of adding to it, and a slow heartbeat or two is
-// not a failure. The leader heartbeats every tenth of it.
-func raftConfig(self string, lease time.Duration, log *slog.Logger) *raft.Config {
+// raftConfig builds raft's configuration around hb, the followers'
+// heartbeat timeout (derived from the lease by the daemon).
+func raftConfig(self string, hb time.Duration, log *slog.Logger) *raft.Config {
 	c := raft.DefaultConfig()
 	c.LocalID = raft.ServerID(self)
-	hb := lease / 3
-	if hb < 100*time.Millisecond {
-		hb = 100 * time.Millisecond
-	}
 	c.HeartbeatTimeout = hb
 	c.ElectionTimeout = hb
 	// raft's own step-down; fenced's lease (daemon) is what guards safety,
@@ -112,7 +106,10 @@ func OpenRaft(o RaftOptions) (*Raft, error) {
 	if self == nil {
 		return nil, fmt.Errorf("raft: node %q is not among the configured nodes", o.Self)
 	}
-	conf := raftConfig(o.Self, o.Lease, log)
+	if o.HeartbeatTimeout <= 0 {
+		return nil, errors.New("raft: no heartbeat timeout")
+	}
+	conf := raftConfig(o.Self, o.HeartbeatTimeout, log)
 	fsm := NewFSM(o.HistoryLimit)
 
 	var (

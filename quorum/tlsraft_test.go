@@ -36,7 +36,7 @@ func tcpCluster(t *testing.T, trusts ...trust) (map[string]*Raft, []Peer) {
 	}
 	nodes := map[string]*Raft{}
 	for i, p := range peers {
-		q, err := OpenRaft(RaftOptions{Self: p.Name, Peers: peers, Lease: 600 * time.Millisecond, InMemory: true, Key: trusts[i].key, Cluster: trusts[i].cluster})
+		q, err := OpenRaft(RaftOptions{Self: p.Name, Peers: peers, HeartbeatTimeout: 200 * time.Millisecond, InMemory: true, Key: trusts[i].key, Cluster: trusts[i].cluster})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,7 +9,10 @@
 // line; NAME_file parameters are read here and passed as NAME. At
 // construction the program's "-o metadata" is read (cached per file) and the
 // parameters are checked against it, so a typo or a missing required
-// parameter fails config validation, not a fence.
+// parameter fails config validation, not a fence. The program's reboot is
+// never run (reboot is off, read back, then on), so method=cycle is refused.
+// ParamsFor gives the FenceAgentAPI front-end the program's parameters, so
+// `fenced agent exec` takes them as its own.
 //
 // Exit codes follow the FenceAgentAPI: 0 success (status: on), 2 status off,
 // anything else an error. A run that outlives its deadline is killed with

@@ -45,10 +45,53 @@ func Kind() agents.Kind {
 		Description: "Runs any FenceAgentAPI fence agent program (fence-agents, vendor plugins); its own parameters are checked against its metadata",
 		Params:      params,
 		OpenParams:  true,
+		ParamsFor:   ParamsFor,
 		New: func(p agents.Params, log *slog.Logger) (agents.Agent, error) {
 			return New(p, log)
 		},
 	}
+}
+
+// ParamsFor returns the adapter's own parameters followed by those its
+// program declares in its metadata (read as New reads it, cached), for the
+// FenceAgentAPI front-end: `fenced agent exec` takes the program's
+// parameters as its own.
+func ParamsFor(p agents.Params) ([]agents.Param, error) {
+	name := strings.TrimSpace(p["agent"])
+	if name == "" {
+		return nil, errors.New("parameter agent: required")
+	}
+	path, err := resolve(name, p.String("plugin_dir", DefaultPluginDir))
+	if err != nil {
+		return nil, fmt.Errorf("parameter agent: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	m, err := metadataOf(ctx, path)
+	if err != nil {
+		return nil, fmt.Errorf("exec %s: %w", filepath.Base(path), err)
+	}
+	out := append([]agents.Param(nil), params...)
+	for _, mp := range m.Parameters {
+		if own[mp.Name] || mp.Name == "action" {
+			continue
+		}
+		typ := mp.Content.Type
+		if typ == "select" {
+			typ = "string"
+		}
+		out = append(out, agents.Param{
+			Name:        mp.Name,
+			Description: mp.Description(),
+			Type:        typ,
+			Default:     mp.Content.Default,
+			Required:    mp.IsRequired() && !mp.IsDeprecated(),
+			// A NAME_script names a command, not a secret (as the
+			// built-in agents' password_script).
+			Secret: secretName.MatchString(mp.Name) && !strings.HasSuffix(mp.Name, "_script"),
+		})
+	}
+	return out, nil
 }
 
 // Agent runs one external program for one target. It is safe for
@@ -176,6 +219,15 @@ func checkParams(agent string, m *fenceapi.Metadata, p agents.Params, errs []err
 		if n == "nodename" {
 			lines = append(lines, param{name: n, value: v})
 			given[n] = true
+			continue
+		}
+		if n == "method" && strings.EqualFold(strings.TrimSpace(v), "cycle") {
+			// fenced never runs the program's reboot: it fences with off,
+			// read back as off, then on. A power cycle's off is never seen
+			// (fence_ipmilan calls a cycle done when the BMC acknowledges
+			// the command), so taking the parameter would be a promise we
+			// do not keep.
+			errs = append(errs, fmt.Errorf("parameter method: cycle is refused: fenced reboots with off, confirmed by reading the status back, then on, and never runs %s's reboot, whose power cycle is not observed to turn the node off (leave method out or set onoff)", agent))
 			continue
 		}
 		if _, ok := m.Parameter(n); ok {

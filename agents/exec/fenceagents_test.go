@@ -121,3 +121,32 @@ func TestFenceIpmilan(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// method=cycle would ask fence_ipmilan for a power cycle it never runs
+// here (reboot is off, read back, then on): refused when the device is
+// built, with the reason; onoff, which is what happens, is accepted.
+func TestMethodCycleRefused(t *testing.T) {
+	requireShortSkip(t)
+	p := agents.Params{"agent": "fence_ipmilan", "ip": "127.0.0.1", "username": "admin", "password": "x", "lanplus": "1"}
+	p["method"] = "cycle"
+	_, err := New(p, nil)
+	if err == nil || !strings.Contains(err.Error(), "parameter method: cycle is refused") || !strings.Contains(err.Error(), "confirmed by reading the status back") {
+		t.Fatalf("method=cycle: %v", err)
+	}
+	p["method"] = "onoff"
+	if _, err := New(p, nil); err != nil {
+		t.Fatalf("method=onoff: %v", err)
+	}
+	// The front-end's view: the program's parameters follow exec's own.
+	decl, err := ParamsFor(agents.Params{"agent": "fence_ipmilan"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]agents.Param{}
+	for _, d := range decl {
+		byName[d.Name] = d
+	}
+	if byName["agent"].Name == "" || byName["lanplus"].Type != "boolean" || !byName["password"].Secret || byName["password_script"].Secret || byName["action"].Name != "" {
+		t.Fatalf("ParamsFor(fence_ipmilan) = %+v", decl)
+	}
+}

@@ -44,12 +44,23 @@ func Main(ctx context.Context, reg *agents.Registry, name string, args []string,
 		fmt.Fprintf(stderr, "fenced agent: no agent %q (have: %s)\n", name, strings.Join(reg.Names(), ", "))
 		return ExitFailure
 	}
+	// decl is every parameter the agent takes. An OpenParams agent (exec)
+	// knows its full set only once its own parameters are known (the
+	// program it runs); if they are wrong, declErr says so after the
+	// actions that need none (metadata, help).
+	decl, declErr := k.Params, error(nil)
 	var p agents.Params
 	var err error
 	if len(args) > 0 {
-		p, err = parseArgs(args, k)
+		if k.ParamsFor != nil {
+			decl, declErr = paramsFor(k, ownArgs(args, k.Params))
+		}
+		p, err = parseArgs(args, decl)
 	} else {
 		p, err = ParseParams(stdin)
+		if err == nil && k.ParamsFor != nil {
+			decl, declErr = paramsFor(k, p)
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "fenced agent %s: %v\n", name, err)
@@ -78,6 +89,11 @@ func Main(ctx context.Context, reg *agents.Registry, name string, args []string,
 		return ExitOK
 	}
 
+	if declErr != nil {
+		fmt.Fprintf(stderr, "fenced agent %s: %v\n", name, declErr)
+		return ExitFailure
+	}
+
 	level := slog.LevelWarn
 	if v, _ := p.Bool("verbose", false); v {
 		level = slog.LevelDebug
@@ -94,7 +110,7 @@ func Main(ctx context.Context, reg *agents.Registry, name string, args []string,
 	// does not take: fencers such as Pacemaker pass generic options
 	// (shell_timeout, login_timeout …) to every agent. On the command line
 	// it is a mistake. The value is never echoed: it may be a secret.
-	for _, n := range agents.Undeclared(ap, k.Params) {
+	for _, n := range agents.Undeclared(ap, decl) {
 		if len(args) > 0 {
 			fmt.Fprintf(stderr, "fenced agent %s: option --%s: unknown (see -o metadata)\n", name, strings.ReplaceAll(n, "_", "-"))
 			return ExitFailure
@@ -124,6 +140,22 @@ func Main(ctx context.Context, reg *agents.Registry, name string, args []string,
 		}
 	}
 	return run(ctx, agent, action, stdout, stderr)
+}
+
+// paramsFor asks an OpenParams kind for its whole parameter set given its
+// own parameters; on error it returns the kind's own ones with the error.
+func paramsFor(k *agents.Kind, p agents.Params) ([]agents.Param, error) {
+	own := agents.Params{}
+	for _, d := range k.Params {
+		if v, ok := p.Get(d.Name, d.Aliases...); ok {
+			own[d.Name] = v
+		}
+	}
+	decl, err := k.ParamsFor(own)
+	if err != nil {
+		return k.Params, err
+	}
+	return decl, nil
 }
 
 // agentParams drops the options handled here and normalises the target:

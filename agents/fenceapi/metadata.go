@@ -14,12 +14,14 @@ import (
 // fence-agents dialect of the OCF resource-agent format. The same types write
 // our agents' metadata and parse external agents' metadata.
 type Metadata struct {
-	XMLName    xml.Name    `xml:"resource-agent"`
-	Name       string      `xml:"name,attr"`
-	ShortDesc  string      `xml:"shortdesc,attr,omitempty"`
-	Symlinks   []Symlink   `xml:"symlink,omitempty"`
-	LongDesc   string      `xml:"longdesc,omitempty"`
-	VendorURL  string      `xml:"vendor-url,omitempty"`
+	XMLName   xml.Name  `xml:"resource-agent"`
+	Name      string    `xml:"name,attr"`
+	ShortDesc string    `xml:"shortdesc,attr"`
+	Symlinks  []Symlink `xml:"symlink,omitempty"`
+	LongDesc  string    `xml:"longdesc"`
+	// VendorURL is always written, empty or not: fence-agents' schema
+	// (metadata.rng) requires the element.
+	VendorURL  string      `xml:"vendor-url"`
 	Parameters []Parameter `xml:"parameters>parameter"`
 	Actions    []Action    `xml:"actions>action"`
 }
@@ -27,7 +29,7 @@ type Metadata struct {
 // Symlink is another name the same agent is installed under.
 type Symlink struct {
 	Name      string `xml:"name,attr"`
-	ShortDesc string `xml:"shortdesc,attr,omitempty"`
+	ShortDesc string `xml:"shortdesc,attr"`
 }
 
 // Parameter is one agent parameter.
@@ -170,6 +172,7 @@ func KindMetadata(k *agents.Kind) *Metadata {
 		Name:      "fenced-" + k.Name,
 		ShortDesc: k.Description,
 		LongDesc:  fmt.Sprintf("%s (fenced built-in agent %q, run with `fenced agent %s`).", k.Description, k.Name, k.Name),
+		VendorURL: k.VendorURL,
 	}
 	m.Parameters = append(m.Parameters, Parameter{
 		Name: "action", Unique: "0", Required: "1",

@@ -86,16 +86,15 @@ var shortFlags = map[string]string{
 // parseArgs reads fence-agents style options: --name=value, --name value,
 // --flag (boolean), -o ACTION and the other short forms. Dashes in long
 // names become underscores (--hexadecimal-kg). Secrets are refused on the
-// command line, where any user can read them from the process list.
-func parseArgs(args []string, k *agents.Kind) (agents.Params, error) {
+// command line, where any user can read them from the process list. params
+// are the agent's parameters (for booleans and secrets).
+func parseArgs(args []string, params []agents.Param) (agents.Params, error) {
 	p := agents.Params{}
 	decl := map[string]agents.Param{}
-	if k != nil {
-		for _, d := range k.Params {
-			decl[d.Name] = d
-			for _, a := range d.Aliases {
-				decl[a] = d
-			}
+	for _, d := range params {
+		decl[d.Name] = d
+		for _, a := range d.Aliases {
+			decl[a] = d
 		}
 	}
 	isBool := func(name string) bool {
@@ -143,4 +142,33 @@ func parseArgs(args []string, k *agents.Kind) (agents.Params, error) {
 		p[name] = value
 	}
 	return p, nil
+}
+
+// ownArgs picks out of fence-agents style options the values of the given
+// parameters only (--name=value or --name value), leaving the rest for
+// parseArgs once the whole parameter set is known.
+func ownArgs(args []string, own []agents.Param) agents.Params {
+	names := map[string]string{}
+	for _, d := range own {
+		names[d.Name] = d.Name
+		for _, a := range d.Aliases {
+			names[a] = d.Name
+		}
+	}
+	p := agents.Params{}
+	for i, arg := range args {
+		if !strings.HasPrefix(arg, "--") {
+			continue
+		}
+		name, value, hasValue := strings.Cut(arg[2:], "=")
+		canon, ok := names[strings.ReplaceAll(name, "-", "_")]
+		if !ok {
+			continue
+		}
+		if !hasValue && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
+			value = args[i+1]
+		}
+		p[canon] = value
+	}
+	return p
 }

@@ -26,6 +26,7 @@ func Kind() agents.Kind {
 	return agents.Kind{
 		Name:        "redfish",
 		Description: "Fence agent for Redfish BMCs (iDRAC, iLO, XCC, OpenBMC): ComputerSystem.Reset with read-back",
+		VendorURL:   "https://www.dmtf.org/standards/redfish",
 		Params:      params,
 		New: func(p agents.Params, log *slog.Logger) (agents.Agent, error) {
 			return New(p, log)
@@ -41,7 +42,8 @@ type Agent struct {
 	http *http.Client
 
 	mu        sync.Mutex
-	systemURI string // discovered once, then reused
+	root      *rootLinks // read once, then reused
+	systemURI string     // discovered once, then reused
 }
 
 var (
@@ -212,9 +214,9 @@ func (s *session) readSystem(ctx context.Context, uri string) (*systemInfo, erro
 	if err != nil {
 		return nil, fmt.Errorf("GET %s: %w", uri, err)
 	}
-	if si.uri == "" {
-		si.uri = uri
-	}
+	// The read-back goes where the system was read, not to its @odata.id:
+	// that would be one more link to check, and nothing needs it.
+	si.uri = uri
 	return si, nil
 }
 
@@ -274,22 +276,27 @@ func listOrNone(v []string) string {
 	return strings.Join(v, ", ")
 }
 
+// systemURIs returns the paths of the BMC's systems: the members of the
+// service root's Systems collection, each resolved on the BMC.
 func (s *session) systemURIs(ctx context.Context) ([]string, error) {
-	body, _, err := s.get(ctx, defaultRedfishURI+"/")
+	if s.systems == "" {
+		return nil, errors.New("service root has no Systems link")
+	}
+	body, _, err := s.get(ctx, s.systems)
 	if err != nil {
 		return nil, err
 	}
-	link, err := parseSystemsLink(body)
+	links, err := parseMembers(body)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("GET %s: %w", s.systems, err)
 	}
-	body, _, err = s.get(ctx, link)
-	if err != nil {
-		return nil, err
-	}
-	uris, err := parseMembers(body)
-	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w", link, err)
+	uris := make([]string, 0, len(links))
+	for _, l := range links {
+		uri, err := s.a.cfg.origin.resolve(linkMember, l, s.systems)
+		if err != nil {
+			return nil, fmt.Errorf("GET %s: %w", s.systems, err)
+		}
+		uris = append(uris, strings.TrimSuffix(uri, "/"))
 	}
 	return uris, nil
 }
@@ -330,13 +337,17 @@ func (s *session) allowedResets(ctx context.Context, si *systemInfo) ([]string, 
 	if si.allowed != nil || si.actionInfo == "" {
 		return si.allowed, nil
 	}
-	body, _, err := s.get(ctx, si.actionInfo)
+	info, err := s.a.cfg.origin.resolve(linkActionInfo, si.actionInfo, si.uri)
+	if err != nil {
+		return nil, err
+	}
+	body, _, err := s.get(ctx, info)
 	if err != nil {
 		return nil, err
 	}
 	vals, err := parseActionInfo(body)
 	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w", si.actionInfo, err)
+		return nil, fmt.Errorf("GET %s: %w", info, err)
 	}
 	return vals, nil
 }
@@ -375,8 +386,12 @@ func (s *session) setPower(ctx context.Context, op string, want schemas.PowerSta
 		if si.resetTarget == "" {
 			return agents.Failed(a.op(op), fmt.Errorf("system %s has no #ComputerSystem.Reset action", si.uri))
 		}
+		target, err := a.cfg.origin.resolve(linkReset, si.resetTarget, si.uri)
+		if err != nil {
+			return agents.Failed(a.op(op), err)
+		}
 		var done bool
-		si, done, sent, err = s.reset(ctx, op, si, rt, want, deadline)
+		si, done, sent, err = s.reset(ctx, op, si, target, rt, want, deadline)
 		if err != nil {
 			return err
 		}
@@ -397,7 +412,7 @@ func (s *session) setPower(ctx context.Context, op string, want schemas.PowerSta
 // reset posts the ResetType, handling If-Match, 202 task monitors and
 // transient failures. done reports that a re-read already shows want; sent
 // that a reset may have reached the BMC. Its errors are classified.
-func (s *session) reset(ctx context.Context, op string, si *systemInfo, rt string, want schemas.PowerState, deadline time.Time) (_ *systemInfo, done, sent bool, _ error) {
+func (s *session) reset(ctx context.Context, op string, si *systemInfo, target, rt string, want schemas.PowerState, deadline time.Time) (_ *systemInfo, done, sent bool, _ error) {
 	a := s.a
 	log := a.log.With("system", si.uri)
 	useEtag := true
@@ -411,12 +426,18 @@ func (s *session) reset(ctx context.Context, op string, si *systemInfo, rt strin
 			headers["If-Match"] = si.etag
 		}
 		log.Debug("reset", "op", op, "reset_type", rt, "attempt", attempt+1)
-		status, hdr, body, err := s.post(ctx, si.resetTarget, map[string]string{"ResetType": rt}, headers)
+		status, hdr, body, err := s.post(ctx, target, map[string]string{"ResetType": rt}, headers)
 		if err == nil {
 			sent = true
 			if status == http.StatusAccepted {
 				if loc := hdr.Get("Location"); loc != "" {
-					if err := s.waitTask(ctx, op, localPath(loc), deadline); err != nil {
+					monitor, err := a.cfg.origin.resolve(linkTask, loc, target)
+					if err != nil {
+						// The BMC took the reset; we do not follow it to
+						// another host for the outcome, and do not claim one.
+						return si, false, true, agents.Failed(a.op(op), fmt.Errorf("reset accepted, not confirmed: %w", err))
+					}
+					if err := s.waitTask(ctx, op, monitor, deadline); err != nil {
 						return si, false, true, err
 					}
 				}

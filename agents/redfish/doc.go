@@ -10,7 +10,15 @@
 //     nothing else, on is On or ForceOn, reboot is an observed off then on;
 //   - resets are sent with If-Match, follow 202 task monitors, ride out
 //     transient 5xx answers, dropped connections and one expired session;
-//   - success is only a PowerState read back within power_timeout.
+//   - every link the BMC hands out (service root Systems and Links.Sessions,
+//     collection members, the Reset target and its ActionInfo, the session
+//     and task monitor Locations) is resolved against the BMC's base URL
+//     and followed only if it keeps the BMC's scheme, host and port; a
+//     link elsewhere fails the operation, naming it. Independently, the
+//     agent's HTTP transport refuses any request for another host or with
+//     user information in its URL, including those gofish makes itself;
+//   - success is only a PowerState read back within power_timeout, from the
+//     URI the system was read at (never its @odata.id).
 //
 // Package redfishsim is the BMC simulator its tests run against.
 package redfish

@@ -3,6 +3,8 @@ package redfish
 import (
 	"encoding/json"
 	"errors"
+	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/stmcginnis/gofish/schemas"
@@ -18,6 +20,9 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"Members":[{"@odata.id":"/redfish/v1/Systems/1"},{}],"Systems":{"@odata.id":"/redfish/v1/Systems"}}`))
 	f.Add([]byte(`{"error":{"code":"Base.1.8.GeneralError","message":"m","@Message.ExtendedInfo":[{"MessageId":"x","Message":"y"}]}}`))
 	f.Add([]byte(`null`))
+	f.Add([]byte(`@127.0.0.2:17520/redfish/v1/Systems/1`))
+	f.Add([]byte(`//127.0.0.2:17520/redfish/v1/Systems/1`))
+	f.Add([]byte(`https://bmc.example:443/redfish/v1/Systems/1?x=1#f`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if si, err := parseSystem(b, `"e"`); err == nil {
 			_, _ = stateOf(si.power)
@@ -25,7 +30,7 @@ func FuzzParse(f *testing.F) {
 		}
 		_, _ = parseActionInfo(b)
 		_, _ = parseMembers(b)
-		_, _ = parseSystemsLink(b)
+		_, _, _ = parseServiceRoot(b)
 		_, _ = taskOutcome(b)
 		err := fromGofish(schemas.ConstructError(500, b))
 		var he *httpError
@@ -35,9 +40,23 @@ func FuzzParse(f *testing.F) {
 		if len(he.Error()) > 400 {
 			t.Fatalf("error summary too long: %d", len(he.Error()))
 		}
-		_ = localPath(string(b))
+		// Whatever the link, a resolved one names the BMC.
+		if p, err := fuzzOrigin.resolve(linkMember, string(b), "/redfish/v1/Systems"); err == nil {
+			u, perr := url.Parse(fuzzOrigin.base.String() + strings.TrimPrefix(p, "/"))
+			if perr != nil || fuzzOrigin.foreign(u) != "" || !strings.HasPrefix(p, "/") {
+				t.Fatalf("link %q resolved to %q, off the BMC (%v)", b, p, perr)
+			}
+		}
 	})
 }
+
+var fuzzOrigin = func() *origin {
+	o, err := newOrigin("https://bmc.example:443")
+	if err != nil {
+		panic(err)
+	}
+	return o
+}()
 
 func TestParseSystem(t *testing.T) {
 	si, err := parseSystem([]byte(`{"@odata.id":"/redfish/v1/Systems/1/","Id":"1","PowerState":"PoweringOff",
@@ -45,8 +64,8 @@ func TestParseSystem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if si.uri != "/redfish/v1/Systems/1" || si.etag != `"abc"` || si.allowed != nil ||
-		si.resetTarget != "/redfish/v1/Systems/1/Actions/ComputerSystem.Reset" || si.actionInfo != "/redfish/v1/Systems/1/ResetActionInfo" {
+	if si.uri != "" || si.etag != `"abc"` || si.allowed != nil ||
+		si.resetTarget != "https://10.0.0.1/redfish/v1/Systems/1/Actions/ComputerSystem.Reset" || si.actionInfo != "/redfish/v1/Systems/1/ResetActionInfo" {
 		t.Fatalf("%+v", si)
 	}
 	if _, err := parseSystem([]byte(`{"Actions":{"#ComputerSystem.Reset":{"ResetType@Redfish.AllowableValues":[1]}}}`), ""); err == nil {

@@ -55,8 +55,9 @@ var params = []agents.Param{
 // config is the validated form of the parameters. The password is kept as
 // unresolved parameters: password_script runs at operation time, not in New.
 type config struct {
-	endpoint       string // scheme://host:port
-	addr           string // host:port, for logs and errors
+	endpoint       string  // scheme://host:port
+	origin         *origin // the same, against which every link is resolved
+	addr           string  // host:port, for logs and errors
 	username       string
 	secret         agents.Params
 	systemsURI     string
@@ -110,6 +111,11 @@ func parseConfig(p agents.Params, log *slog.Logger) (*config, error) {
 	}
 	cfg.addr = net.JoinHostPort(strings.Trim(ip, "[]"), strconv.Itoa(port))
 	cfg.endpoint = scheme + "://" + cfg.addr
+	if ip != "" {
+		if cfg.origin, err = newOrigin(cfg.endpoint); err != nil {
+			errs = append(errs, fmt.Errorf("parameter ip: %q: %w", ip, err))
+		}
+	}
 
 	if ru, ok := p.Get("redfish_uri", "redfish-uri"); ok && strings.TrimSuffix(ru, "/") != defaultRedfishURI {
 		errs = append(errs, fmt.Errorf("parameter redfish_uri: %q: only %s is supported", ru, defaultRedfishURI))
@@ -189,7 +195,8 @@ func (c *config) password(ctx context.Context) (string, error) {
 }
 
 // httpClient builds the agent's HTTP client: no proxy (a BMC is reached
-// directly), bounded dials and handshakes, a small keep-alive pool.
+// directly), bounded dials and handshakes, a small keep-alive pool, and a
+// transport that sends nothing to any host but the BMC.
 func (c *config) httpClient() *http.Client {
 	tr := &http.Transport{
 		Proxy:                 nil,
@@ -201,7 +208,7 @@ func (c *config) httpClient() *http.Client {
 		IdleConnTimeout:       30 * time.Second,
 	}
 	return &http.Client{
-		Transport: tr,
+		Transport: &guard{o: c.origin, next: tr},
 		// A BMC has no business redirecting us elsewhere with our token.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}

@@ -9,8 +9,11 @@ import (
 	"github.com/stmcginnis/gofish/schemas"
 )
 
-// systemInfo is what fencing needs from a ComputerSystem.
+// systemInfo is what fencing needs from a ComputerSystem. Its links
+// (resetTarget, actionInfo) are as the BMC gave them, not yet resolved.
 type systemInfo struct {
+	// uri is where the system was read: its read-back is read there too,
+	// never at the document's own @odata.id.
 	uri, id, name string
 	power         schemas.PowerState
 	etag          string
@@ -41,13 +44,12 @@ func parseSystem(body []byte, etagHeader string) (*systemInfo, error) {
 		return nil, fmt.Errorf("decoding ComputerSystem actions: %w", err)
 	}
 	si := &systemInfo{
-		uri:         strings.TrimSuffix(cs.ODataID, "/"),
 		id:          cs.ID,
 		name:        cs.Name,
 		power:       cs.PowerState,
 		etag:        cs.ODataEtag,
-		resetTarget: localPath(raw.Actions.Reset.Target),
-		actionInfo:  localPath(raw.Actions.Reset.ActionInfo),
+		resetTarget: raw.Actions.Reset.Target,
+		actionInfo:  raw.Actions.Reset.ActionInfo,
 	}
 	if si.etag == "" {
 		si.etag = etagHeader
@@ -81,7 +83,7 @@ func parseActionInfo(body []byte) ([]string, error) {
 	return vals, nil
 }
 
-// parseMembers returns the member links of a collection.
+// parseMembers returns the member links of a collection, unresolved.
 func parseMembers(body []byte) ([]string, error) {
 	var coll struct {
 		Members []struct {
@@ -94,26 +96,29 @@ func parseMembers(body []byte) ([]string, error) {
 	var out []string
 	for _, m := range coll.Members {
 		if m.ID != "" {
-			out = append(out, strings.TrimSuffix(localPath(m.ID), "/"))
+			out = append(out, m.ID)
 		}
 	}
 	return out, nil
 }
 
-// parseSystemsLink returns the service root's Systems link.
-func parseSystemsLink(body []byte) (string, error) {
+// parseServiceRoot returns the service root's Systems and Links.Sessions
+// links, unresolved; "" for one it lacks.
+func parseServiceRoot(body []byte) (systems, sessions string, err error) {
 	var root struct {
 		Systems struct {
 			ID string `json:"@odata.id"`
 		}
+		Links struct {
+			Sessions struct {
+				ID string `json:"@odata.id"`
+			}
+		}
 	}
 	if err := json.Unmarshal(body, &root); err != nil {
-		return "", fmt.Errorf("decoding service root: %w", err)
+		return "", "", fmt.Errorf("decoding service root: %w", err)
 	}
-	if root.Systems.ID == "" {
-		return "", errors.New("service root has no Systems link")
-	}
-	return strings.TrimSuffix(localPath(root.Systems.ID), "/"), nil
+	return root.Systems.ID, root.Links.Sessions.ID, nil
 }
 
 // taskOutcome reads a finished task monitor's answer: done reports the task

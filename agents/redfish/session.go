@@ -3,7 +3,6 @@ package redfish
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -88,9 +87,10 @@ func isAuth(err error) bool {
 }
 
 // transient reports errors worth retrying: the BMC was busy or the
-// connection broke. A done context is not transient.
+// connection broke. A done context is not transient, nor a link or request
+// the agent refused to follow.
 func transient(ctx context.Context, err error) bool {
-	if err == nil || ctx.Err() != nil {
+	if err == nil || ctx.Err() != nil || refused(err) {
 		return false
 	}
 	switch statusOf(err) {
@@ -104,16 +104,27 @@ func transient(ctx context.Context, err error) bool {
 }
 
 // maybeDelivered reports whether a failed request may still have reached
-// the BMC (so a reset may be under way): any failure without an HTTP answer.
-func maybeDelivered(err error) bool { return statusOf(err) == 0 }
+// the BMC (so a reset may be under way): any failure without an HTTP answer,
+// except a request the agent refused to send.
+func maybeDelivered(err error) bool { return statusOf(err) == 0 && !refused(err) }
 
 // session is one logged-in conversation with the BMC, used by one
-// operation and always logged out at its end.
+// operation and always logged out at its end. gofish carries the requests;
+// the session itself (login, token, logout) is ours, so that every link it
+// involves — the service root's Links.Sessions, the session's Location —
+// is resolved and checked like any other (see origin).
 type session struct {
 	a        *Agent
 	c        *gofish.APIClient
 	password string
 	relogged bool
+
+	// From the service root, resolved on the BMC: the Systems and
+	// Sessions collections.
+	systems, sessions string
+	// token and location are our session's X-Auth-Token and its path on
+	// the BMC ("" with Basic auth).
+	token, location string
 }
 
 // open connects and logs in, retrying transient failures a few times.
@@ -130,32 +141,18 @@ func (a *Agent) open(ctx context.Context) (*session, error) {
 }
 
 func (s *session) login(ctx context.Context) error {
-	cfg := s.a.cfg
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
 		if attempt > 0 && !sleep(ctx, time.Duration(attempt)*100*time.Millisecond) {
 			break
 		}
-		lctx, cancel := context.WithTimeout(ctx, cfg.loginTimeout)
-		var c *gofish.APIClient
-		c, err = gofish.ConnectContext(lctx, gofish.ClientConfig{
-			Endpoint:          cfg.endpoint,
-			Username:          cfg.username,
-			Password:          s.password,
-			BasicAuth:         cfg.basicAuth,
-			HTTPClient:        s.a.http,
-			NoModifyTransport: true,
-			ReuseConnections:  true,
-		})
+		lctx, cancel := context.WithTimeout(ctx, s.a.cfg.loginTimeout)
+		err = s.connect(lctx)
+		if err == nil && !s.a.cfg.basicAuth {
+			err = s.createSession(lctx)
+		}
 		cancel()
-		err = fromGofish(err)
 		if err == nil {
-			if !cfg.basicAuth {
-				if sess, serr := c.GetSession(); serr != nil || sess.Token == "" {
-					return errors.New("login: the BMC created no session token (X-Auth-Token missing)")
-				}
-			}
-			s.c = c
 			return nil
 		}
 		if !transient(ctx, err) {
@@ -166,22 +163,133 @@ func (s *session) login(ctx context.Context) error {
 	return fmt.Errorf("login: %w", err)
 }
 
+// connect makes the gofish client (which reads the service root) and
+// learns the service root's links, once per agent: they are resolved on
+// the BMC before anything is sent to them.
+func (s *session) connect(ctx context.Context) error {
+	if s.c != nil {
+		return nil
+	}
+	cfg := s.a.cfg
+	cc := gofish.ClientConfig{
+		Endpoint:          cfg.endpoint,
+		HTTPClient:        s.a.http,
+		NoModifyTransport: true,
+		ReuseConnections:  true,
+	}
+	if cfg.basicAuth {
+		// gofish sends these as an Authorization header on every request.
+		cc.Username, cc.Password, cc.BasicAuth = cfg.username, s.password, true
+	}
+	c, err := gofish.ConnectContext(ctx, cc)
+	if err != nil {
+		return fromGofish(err)
+	}
+	s.c = c
+	s.a.mu.Lock()
+	root := s.a.root
+	s.a.mu.Unlock()
+	if root == nil {
+		if root, err = s.rootLinks(ctx); err != nil {
+			s.c = nil
+			return err
+		}
+		s.a.mu.Lock()
+		s.a.root = root
+		s.a.mu.Unlock()
+	}
+	s.systems, s.sessions = root.systems, root.sessions
+	return nil
+}
+
+// rootLinks are the service root's links we follow, resolved on the BMC.
+type rootLinks struct {
+	systems  string // "" if the BMC has none
+	sessions string
+}
+
+// rootLinks reads the service root (gofish keeps its links private).
+func (s *session) rootLinks(ctx context.Context) (*rootLinks, error) {
+	o := s.a.cfg.origin
+	root := defaultRedfishURI + "/"
+	body, _, err := s.getOnce(ctx, root)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", root, err)
+	}
+	systems, sessions, err := parseServiceRoot(body)
+	if err == nil && systems != "" {
+		systems, err = o.resolve(linkSystems, systems, root)
+	}
+	if err == nil && sessions != "" {
+		sessions, err = o.resolve(linkSessions, sessions, root)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if sessions == "" {
+		// DSP0266 fixes the Sessions collection's URI.
+		sessions = defaultRedfishURI + "/SessionService/Sessions"
+	}
+	return &rootLinks{systems: strings.TrimSuffix(systems, "/"), sessions: sessions}, nil
+}
+
+// createSession logs in: POST to the Sessions collection, then the token
+// and the session's Location, which must name the BMC (our logout sends
+// the token there).
+func (s *session) createSession(ctx context.Context) error {
+	resp, err := s.c.WithContext(ctx).Post(s.sessions, map[string]string{
+		"UserName": s.a.cfg.username,
+		"Password": s.password,
+	})
+	if err != nil {
+		schemas.DeferredCleanupHTTPResponse(resp)
+		return fmt.Errorf("POST %s: %w", s.sessions, fromGofish(err))
+	}
+	schemas.DeferredCleanupHTTPResponse(resp)
+	token, loc := resp.Header.Get("X-Auth-Token"), resp.Header.Get("Location")
+	switch {
+	case token == "":
+		return errors.New("the BMC created no session token (X-Auth-Token missing)")
+	case loc == "":
+		return errors.New("the BMC's new session has no Location (it could not be logged out)")
+	}
+	path, err := s.a.cfg.origin.resolve(linkSession, loc, s.sessions)
+	if err != nil {
+		// The token stays unused: the BMC expires the session.
+		s.a.log.Warn("session Location refused; the session is left for the BMC to expire", "err", err)
+		return err
+	}
+	s.token, s.location = token, path
+	return nil
+}
+
+// headers adds our session token to a request's headers.
+func (s *session) headers(extra map[string]string) map[string]string {
+	if s.token == "" {
+		return extra
+	}
+	h := make(map[string]string, len(extra)+1)
+	for k, v := range extra {
+		h[k] = v
+	}
+	h["X-Auth-Token"] = s.token
+	return h
+}
+
 // close logs out; a fencing operation never leaves a session behind on the
 // BMC (they are few, and a full table locks everyone out).
 func (s *session) close() {
-	if s.c == nil || s.a.cfg.basicAuth {
-		return
-	}
-	sess, err := s.c.GetSession()
-	if err != nil || sess.ID == "" {
+	if s.c == nil || s.location == "" {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), logoutTimeout)
 	defer cancel()
-	if err := fromGofish(s.c.WithContext(ctx).Service.DeleteSession(sess.ID)); err != nil {
+	resp, err := s.c.WithContext(ctx).DeleteWithHeaders(s.location, s.headers(nil))
+	schemas.DeferredCleanupHTTPResponse(resp)
+	if err := fromGofish(err); err != nil {
 		s.a.log.Warn("logout failed; the BMC will expire the session", "err", err)
 	}
-	s.c = nil
+	s.c, s.token, s.location = nil, "", ""
 }
 
 // relogin replaces an expired session once per operation.
@@ -191,7 +299,7 @@ func (s *session) relogin(ctx context.Context, cause error) bool {
 	}
 	s.relogged = true
 	s.a.log.Info("session rejected by the BMC (expired?), logging in again")
-	s.c = nil
+	s.token, s.location = "", ""
 	if err := s.login(ctx); err != nil {
 		s.a.log.Warn("re-login failed", "err", err)
 		return false
@@ -227,7 +335,7 @@ func (s *session) get(ctx context.Context, uri string) ([]byte, http.Header, err
 func (s *session) getOnce(ctx context.Context, uri string) ([]byte, http.Header, error) {
 	rctx, cancel := context.WithTimeout(ctx, s.a.cfg.requestTimeout)
 	defer cancel()
-	resp, err := s.c.WithContext(rctx).Get(uri)
+	resp, err := s.c.WithContext(rctx).GetWithHeaders(uri, s.headers(nil))
 	if err != nil {
 		schemas.DeferredCleanupHTTPResponse(resp)
 		return nil, nil, fromGofish(err)
@@ -240,25 +348,13 @@ func (s *session) getOnce(ctx context.Context, uri string) ([]byte, http.Header,
 	return body, resp.Header, nil
 }
 
-// getJSON fetches uri into v.
-func (s *session) getJSON(ctx context.Context, uri string, v any) error {
-	body, _, err := s.get(ctx, uri)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(body, v); err != nil {
-		return fmt.Errorf("GET %s: decoding JSON: %w", uri, err)
-	}
-	return nil
-}
-
 // post sends one POST with headers; a 401 re-logs in once and resends (the
 // BMC refused it, so nothing happened). Other failures are returned as they
 // are: whether to resend a reset is the caller's decision.
 func (s *session) post(ctx context.Context, uri string, payload any, headers map[string]string) (int, http.Header, []byte, error) {
 	for {
 		rctx, cancel := context.WithTimeout(ctx, s.a.cfg.requestTimeout)
-		resp, err := s.c.WithContext(rctx).PostWithHeaders(uri, payload, headers)
+		resp, err := s.c.WithContext(rctx).PostWithHeaders(uri, payload, s.headers(headers))
 		if err != nil {
 			cancel()
 			schemas.DeferredCleanupHTTPResponse(resp)
@@ -290,17 +386,4 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
-}
-
-// localPath turns a Location or link that may be an absolute URL into the
-// path gofish expects.
-func localPath(loc string) string {
-	if u, err := url.Parse(loc); err == nil && u.IsAbs() {
-		p := u.EscapedPath()
-		if u.RawQuery != "" {
-			p += "?" + u.RawQuery
-		}
-		return p
-	}
-	return loc
 }

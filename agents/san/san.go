@@ -45,6 +45,7 @@ const (
 var Kind = agents.Kind{
 	Name:        "san",
 	Description: "Fence by Fibre Channel zoning: cut the node's WWPNs out of the fabric's zones (Brocade FOS REST)",
+	VendorURL:   "https://www.broadcom.com",
 	Params:      params,
 	New:         newAgent,
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/fenced/fenced/daemon"
+	"github.com/fenced/fenced/daemon/api"
 	"github.com/fenced/fenced/stonith"
 )
 
@@ -30,19 +30,20 @@ Needs --yes. Exit status 0 only when the fence is confirmed.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !yes {
-				return &exitError{exitNotConfirmed, fmt.Errorf("fencing %s powers it off: add --yes to proceed", args[0])}
+				return &exitError{code: exitNotConfirmed, err: fmt.Errorf("fencing %s powers it off: add --yes to proceed", args[0])}
 			}
 			action := stonith.ActionOff
 			if reboot {
 				action = stonith.ActionReboot
 			}
 			var rec stonith.Record
-			if err := a.call(cmd.Context(), "POST", "/v1/fence", nil, daemon.AdminRequest{Node: args[0], Action: action, Reason: reason}, &rec); err != nil {
+			if err := a.call(cmd.Context(), "POST", "/v1/fence", nil, api.AdminRequest{Node: args[0], Action: action, Reason: reason}, &rec); err != nil {
 				return err
 			}
 			return a.printRecord(rec)
 		},
 	}
+	withTimeout(cmd, timeoutAdmin)
 	cmd.Flags().BoolVar(&reboot, "reboot", false, "power back on after the confirmed power-off")
 	cmd.Flags().BoolVar(&yes, "yes", false, "confirm the destructive action")
 	cmd.Flags().StringVar(&reason, "reason", "manual fence", "reason recorded in the history")
@@ -64,10 +65,10 @@ recorded in the history with your reason. Needs --yes.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !yes {
-				return &exitError{exitNotConfirmed, fmt.Errorf("confirming %s as down without a fence is dangerous: check it is really off, then add --yes", args[0])}
+				return &exitError{code: exitNotConfirmed, err: fmt.Errorf("confirming %s as down without a fence is dangerous: check it is really off, then add --yes", args[0])}
 			}
 			var rec stonith.Record
-			if err := a.call(cmd.Context(), "POST", "/v1/confirm", nil, daemon.AdminRequest{Node: args[0], Reason: reason}, &rec); err != nil {
+			if err := a.call(cmd.Context(), "POST", "/v1/confirm", nil, api.AdminRequest{Node: args[0], Reason: reason}, &rec); err != nil {
 				return err
 			}
 			if a.output != "json" {
@@ -76,6 +77,7 @@ recorded in the history with your reason. Needs --yes.`,
 			return a.printRecord(rec)
 		},
 	}
+	withTimeout(cmd, timeoutAdmin)
 	cmd.Flags().BoolVar(&yes, "yes", false, "confirm that the node is really down")
 	cmd.Flags().StringVar(&reason, "reason", "manual confirmation: node verified down by an administrator", "reason recorded in the history")
 	return cmd
@@ -92,23 +94,27 @@ secondary and learns the current epoch before doing anything else.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var rec stonith.Record
-			if err := a.call(cmd.Context(), "POST", "/v1/unfence", nil, daemon.AdminRequest{Node: args[0], Reason: reason}, &rec); err != nil {
+			if err := a.call(cmd.Context(), "POST", "/v1/unfence", nil, api.AdminRequest{Node: args[0], Reason: reason}, &rec); err != nil {
 				return err
 			}
 			return a.printRecord(rec)
 		},
 	}
+	withTimeout(cmd, timeoutAdmin)
 	cmd.Flags().StringVar(&reason, "reason", "manual unfence", "reason recorded in the history")
 	return cmd
 }
 
 func (a *app) printRecord(rec stonith.Record) error {
 	if a.output == "json" {
-		return a.printJSON(map[string]any{"schemaVersion": daemon.SchemaVersion, "record": rec})
+		if err := a.printJSON(api.RecordReply{SchemaVersion: api.SchemaVersion, Record: rec}); err != nil {
+			return err
+		}
+	} else {
+		printRecords(a, []stonith.Record{rec}, true)
 	}
-	printRecords(a, []stonith.Record{rec}, true)
 	if rec.Outcome != stonith.OutcomeSuccess {
-		return &exitError{exitFailure, fmt.Errorf("%s %s: %s: %s", rec.Kind, rec.Target, rec.Outcome, rec.Error)}
+		return &exitError{code: exitFailure, err: fmt.Errorf("%s %s: %s: %s", rec.Kind, rec.Target, rec.Outcome, rec.Error)}
 	}
 	return nil
 }
@@ -124,7 +130,7 @@ func newHistoryCmd(a *app) *cobra.Command {
 			if len(args) == 1 {
 				q.Set("node", args[0])
 			}
-			var h daemon.History
+			var h api.History
 			if err := a.call(cmd.Context(), "GET", "/v1/history", q, nil, &h); err != nil {
 				return err
 			}
@@ -155,11 +161,12 @@ func printRecords(a *app, recs []stonith.Record, verbose bool) {
 		if r.Error != "" {
 			detail = r.Error
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, r.Started.Local().Format("2006-01-02 15:04:05"), r.Kind, r.Target,
-			dash(r.Action), strings.ToUpper(r.Outcome), r.Epoch, dash(r.RequestedBy), dur, detail)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, r.Started.Local().Format("2006-01-02 15:04:05"), cell(r.Kind), cell(r.Target),
+			cell(r.Action), strings.ToUpper(cell(r.Outcome)), r.Epoch, cell(r.RequestedBy), dur, cell(detail))
 		if verbose {
 			for _, at := range r.Attempts {
-				line := fmt.Sprintf("\t  level %d\t%s\t%s\t%s\t%s\t\tread back %s\t%s\t%s", at.Level, at.Device, at.Agent, at.Action, at.Result, dash(at.ReadBack), at.Duration.Round(time.Millisecond), at.Error)
+				line := fmt.Sprintf("\t  level %d\t%s\t%s\t%s\t%s\t\tread back %s\t%s\t%s", at.Level, cell(at.Device), cell(at.Agent), cell(at.Action), cell(at.Result),
+					cell(at.ReadBack), at.Duration.Round(time.Millisecond), api.EscapeText(at.Error))
 				fmt.Fprintln(tw, line)
 			}
 		}
@@ -174,10 +181,7 @@ func newDeviceCmd(a *app) *cobra.Command {
 		Short: "List the configured fence devices and the nodes they fence",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var out struct {
-				SchemaVersion int             `json:"schemaVersion"`
-				Devices       []daemon.Device `json:"devices"`
-			}
+			var out api.DeviceList
 			if err := a.call(cmd.Context(), "GET", "/v1/devices", nil, nil, &out); err != nil {
 				return err
 			}
@@ -187,36 +191,36 @@ func newDeviceCmd(a *app) *cobra.Command {
 			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "DEVICE\tAGENT\tFENCES")
 			for _, d := range out.Devices {
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", d.Name, d.Agent, strings.Join(d.Targets, ", "))
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", cell(d.Name), cell(d.Agent), cell(strings.Join(d.Targets, ", ")))
 			}
 			return tw.Flush()
 		},
 	})
-	dev.AddCommand(&cobra.Command{
+	dev.AddCommand(withTimeout(&cobra.Command{
 		Use:   "status DEVICE",
 		Short: "Check DEVICE from this node (monitor and each node's state); changes nothing",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var ds daemon.DeviceStatus
+			var ds api.DeviceStatus
 			if err := a.call(cmd.Context(), "GET", "/v1/devices/"+url.PathEscape(args[0])+"/status", nil, nil, &ds); err != nil {
 				return err
 			}
 			if a.output == "json" {
 				return a.printJSON(ds)
 			}
-			fmt.Fprintf(a.out, "Device %s (%s): monitor %s\n", ds.Device, ds.Agent, ds.Monitor)
+			fmt.Fprintf(a.out, "Device %s (%s): monitor %s\n", cell(ds.Device), cell(ds.Agent), cell(ds.Monitor))
 			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NODE\tPLUG\tSTATE\tERROR")
 			for _, t := range ds.Targets {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Node, dash(t.Plug), t.State, t.Error)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", cell(t.Node), cell(t.Plug), cell(t.State), api.EscapeText(t.Error))
 			}
 			tw.Flush()
 			if ds.Monitor != "ok" {
-				return &exitError{exitFailure, fmt.Errorf("device %s: %s", ds.Device, ds.Monitor)}
+				return &exitError{code: exitFailure, err: fmt.Errorf("device %s: %s", ds.Device, ds.Monitor)}
 			}
 			return nil
 		},
-	})
+	}, timeoutDevice))
 	return dev
 }
 
@@ -227,10 +231,11 @@ func newStandbyCmd(a *app) *cobra.Command {
 		Short: "Keep NODE from being primary (a primary hands over gracefully, no fence)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var out map[string]any
-			if err := a.call(cmd.Context(), "POST", "/v1/standby", nil, daemon.AdminRequest{Node: args[0], Flag: !off}, &out); err != nil {
+			var out api.StandbyReply
+			if err := a.call(cmd.Context(), "POST", "/v1/standby", nil, api.AdminRequest{Node: args[0], Flag: !off}, &out); err != nil {
 				return err
 			}
+			out.SchemaVersion = api.SchemaVersion
 			if a.output == "json" {
 				return a.printJSON(out)
 			}
@@ -242,29 +247,35 @@ func newStandbyCmd(a *app) *cobra.Command {
 			return nil
 		},
 	}
+	withTimeout(cmd, timeoutChange)
 	cmd.Flags().BoolVar(&off, "off", false, "take NODE out of standby")
 	return cmd
 }
 
 func newTransferCmd(a *app) *cobra.Command {
-	return &cobra.Command{
+	return withTimeout(&cobra.Command{
 		Use:   "transfer [NODE]",
 		Short: "Hand primacy over gracefully (release, then move leadership), no fence",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req := daemon.AdminRequest{}
+			req := api.AdminRequest{}
 			if len(args) == 1 {
 				req.Node = args[0]
 			}
-			var out map[string]any
+			var out api.TransferReply
 			if err := a.call(cmd.Context(), "POST", "/v1/transfer", nil, req, &out); err != nil {
 				return err
 			}
+			out.SchemaVersion = api.SchemaVersion
 			if a.output == "json" {
 				return a.printJSON(out)
 			}
-			fmt.Fprintf(a.out, "handover from %v started\n", out["from"])
+			to := out.To
+			if to == "" {
+				to = "the node raft picks"
+			}
+			fmt.Fprintf(a.out, "handover from %s to %s started\n", cell(out.From), cell(to))
 			return nil
 		},
-	}
+	}, timeoutChange)
 }

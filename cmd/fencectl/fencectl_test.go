@@ -142,4 +142,72 @@ func TestAgainstCluster(t *testing.T) {
 	if code != exitFailure || !strings.Contains(stderr, `unknown node "nosuchnode"`) {
 		t.Errorf("fence of an unknown node: %d %s", code, stderr)
 	}
+
+	// Every -o json output, errors included, matches its published schema.
+	jsonOut := func(schema string, wantCode int, args ...string) string {
+		t.Helper()
+		code, out, stderr := ctl(append([]string{"--socket", other.Socket, "-o", "json"}, args...)...)
+		if code != wantCode {
+			t.Errorf("%v: exit %d, want %d\n%s%s", args, code, wantCode, out, stderr)
+		}
+		if wantCode != 0 {
+			checkSchema(t, "error.json", stderr)
+		}
+		if schema != "" {
+			checkSchema(t, schema, out)
+		}
+		return out
+	}
+	jsonOut("status.json", 0, "status")
+	jsonOut("history.json", 0, "history")
+	jsonOut("history.json", 0, "history", victim.Name)
+	jsonOut("devices.json", 0, "device", "list")
+	jsonOut("device-status.json", 0, "device", "status", p.Name+"-bmc")
+	jsonOut("version.json", 0, "version")
+	jsonOut("standby.json", 0, "standby", other.Name)
+	jsonOut("standby.json", 0, "standby", other.Name, "--off")
+	jsonOut("", exitFailure, "fence", "nosuchnode", "--yes")
+	jsonOut("", exitNotConfirmed, "fence", victim.Name)
+	jsonOut("", exitUsage, "history", "a", "b")
+	if out := jsonOut("", exitFailure, "unfence", "nosuchnode"); out != "" {
+		t.Errorf("a refused unfence printed a document on stdout: %s", out)
+	}
+	if !strings.Contains(jsonOut("record.json", 0, "unfence", victim.Name), `"kind": "unfence"`) {
+		t.Error("unfence -o json is not an unfence record")
+	}
+
+	code, out, _ = ctl("--socket", other.Socket, "version")
+	if code != 0 || !strings.Contains(out, "fencectl ") || !strings.Contains(out, "fenced ") || !strings.Contains(out, "on "+other.Name) {
+		t.Errorf("version: %d\n%s", code, out)
+	}
+
+	// status --watch, as lines and as JSON documents, until cancelled.
+	for _, mode := range []string{"table", "json"} {
+		wctx, stop := context.WithCancel(ctx)
+		var outb, errb bytes.Buffer
+		done := make(chan int)
+		go func() {
+			done <- Run(wctx, []string{"--socket", other.Socket, "-o", mode, "status", "--watch", "--interval", "100ms"}, strings.NewReader(""), &outb, &errb)
+		}()
+		time.Sleep(700 * time.Millisecond)
+		stop()
+		select {
+		case code := <-done:
+			if code != 0 {
+				t.Errorf("watch -o %s: exit %d after cancel: %s", mode, code, errb.String())
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("watch -o %s did not end on cancel", mode)
+		}
+		if mode == "json" {
+			if n := checkSchemaLines(t, "status.json", outb.String()); n < 1 {
+				t.Errorf("watch -o json printed no document")
+			}
+		} else if !strings.Contains(outb.String(), "quorum: yes, 3 of 3 configured nodes seen") || !strings.Contains(outb.String(), "node "+p.Name+": alive") {
+			t.Errorf("watch lines:\n%s", outb.String())
+		}
+	}
+
+	// transfer last: it moves leadership.
+	jsonOut("transfer.json", 0, "transfer")
 }

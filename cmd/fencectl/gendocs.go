@@ -4,13 +4,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fenced/fenced/cmd/internal/docgen"
-	"github.com/fenced/fenced/daemon"
+	"github.com/fenced/fenced/daemon/api"
 )
 
 func init() {
 	extraCommands = append(extraCommands, func(*app) *cobra.Command {
 		// Hidden: packaging runs it on the freshly built binary, so the man
 		// pages and completions come from the very commands being shipped.
-		return docgen.Command(daemon.Version)
+		return docgen.Command(api.Version)
 	})
 }

@@ -4,11 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
-	"github.com/fenced/fenced/daemon"
+	"github.com/fenced/fenced/daemon/api"
 )
 
 func init() {
@@ -41,13 +42,13 @@ primary runs them; ask the primary's fencectl for the live view.`,
 	return res
 }
 
-func fetchResources(ctx context.Context, a *app) (daemon.ResourceList, error) {
-	var l daemon.ResourceList
+func fetchResources(ctx context.Context, a *app) (api.ResourceList, error) {
+	var l api.ResourceList
 	err := a.call(ctx, "GET", "/v1/resources", nil, nil, &l)
 	return l, err
 }
 
-func printResources(w io.Writer, l daemon.ResourceList) {
+func printResources(w io.Writer, l api.ResourceList) {
 	if len(l.Resources) == 0 {
 		fmt.Fprintln(w, "  none configured")
 		return
@@ -55,16 +56,16 @@ func printResources(w io.Writer, l daemon.ResourceList) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RESOURCE\tKIND\tSTATE\tMONITOR\tLAST MONITOR\tRESULT\tFAILURES")
 	for _, r := range l.Resources {
-		result := dash(r.LastResult)
+		result := r.LastResult
 		if len(result) > 60 {
-			result = result[:57] + "..."
+			result = strings.ToValidUTF8(result[:57], "") + "..."
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\tevery %gs\t%s\t%s\t%d\n", r.Name, r.Kind, r.State, r.MonitorIntervalSec, ago(r.LastMonitor), result, r.Failures)
+		fmt.Fprintf(tw, "%s\t%s\t%s\tevery %gs\t%s\t%s\t%d\n", cell(r.Name), cell(r.Kind), cell(r.State), r.MonitorIntervalSec, ago(r.LastMonitor), cell(result), r.Failures)
 	}
 	tw.Flush()
 	for _, r := range l.Resources {
 		if r.LastError != "" {
-			fmt.Fprintf(w, "  %s: last error: %s\n", r.Name, r.LastError)
+			fmt.Fprintf(w, "  %s: last error: %s\n", cell(r.Name), cell(r.LastError))
 		}
 	}
 }

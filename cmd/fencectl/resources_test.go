@@ -78,14 +78,12 @@ func TestResourceList(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &l) != nil || l.SchemaVersion != 1 || len(l.Resources) != 3 || l.Resources[2].Name != "app" || l.Resources[2].State != "running" {
 		t.Errorf("json resource list: %d %+v\n%s", code, l, out)
 	}
-	l.Resources = nil
-	code, out, _ = ctl("--socket", p.Socket, "-o", "json", "status")
-	if code != 0 || json.Unmarshal([]byte(out), &l) != nil || len(l.Resources) != 3 {
-		t.Errorf("json status lacks the resources: %d\n%s", code, out)
-	}
+	checkSchema(t, "resources.json", out)
 	other := c.Other(p)
 	code, out, _ = ctl("--socket", other.Socket, "resource", "list")
 	if code != 0 || strings.Count(out, " stopped ") != 3 {
 		t.Errorf("resource list on a secondary: %d\n%s", code, out)
 	}
+	_, out, _ = ctl("--socket", other.Socket, "-o", "json", "resource", "list")
+	checkSchema(t, "resources.json", out)
 }

@@ -1,69 +1,95 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
-	"github.com/fenced/fenced/daemon"
+	"github.com/fenced/fenced/daemon/api"
 )
 
 func init() {
-	extraCommands = append(extraCommands, func(a *app) *cobra.Command {
-		return &cobra.Command{
-			Use:   "status",
-			Short: "Show the cluster: quorum, primary and epoch, every node, this node's resources",
-			Args:  cobra.NoArgs,
-			RunE: func(cmd *cobra.Command, _ []string) error {
-				var st daemon.Status
-				if err := a.call(cmd.Context(), "GET", "/v1/status", nil, nil, &st); err != nil {
-					return err
-				}
-				res, rerr := fetchResources(cmd.Context(), a)
-				if a.output == "json" {
-					if rerr != nil {
-						return a.printJSON(st)
-					}
-					return a.printJSON(struct {
-						daemon.Status
-						Resources []daemon.ResourceStatus `json:"resources"`
-					}{st, res.Resources})
-				}
-				printStatus(a, &st)
-				if rerr == nil && len(res.Resources) > 0 {
-					fmt.Fprintf(a.out, "\nResources on %s (%s):\n", res.Node, res.Role)
-					printResources(a.out, res)
-				}
-				return nil
-			},
-		}
-	})
+	extraCommands = append(extraCommands, newStatusCmd)
 }
 
-func printStatus(a *app, st *daemon.Status) {
-	w := a.out
+func newStatusCmd(a *app) *cobra.Command {
+	var watch bool
+	var interval time.Duration
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the cluster: quorum, primary and epoch, every node, this node's resources",
+		Long: `Show the cluster as the local node sees it: quorum (votes seen and needed),
+the primary and its epoch, this node's own view, every configured node, and
+the resources of this node's group (see resource list).
+
+With --watch it keeps asking the daemon every --interval: on a terminal the
+view is redrawn in place (like crm_mon); otherwise, and with -o json, it
+prints only what changed — a line per change, or one JSON status document
+per line. A daemon that stops answering is reported and asked again.
+Ctrl-C ends it with exit status 0.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if interval <= 0 {
+				return &exitError{code: exitUsage, err: fmt.Errorf("--interval %v: must be positive", interval)}
+			}
+			if watch {
+				return a.watchStatus(cmd.Context(), interval)
+			}
+			var st api.Status
+			if err := a.call(cmd.Context(), "GET", "/v1/status", nil, nil, &st); err != nil {
+				return err
+			}
+			if a.output == "json" {
+				return a.printJSON(st)
+			}
+			printStatus(a.out, &st)
+			// This node's resources (table only: resource list -o json
+			// has them as JSON).
+			if res, err := fetchResources(cmd.Context(), a); err == nil && len(res.Resources) > 0 {
+				fmt.Fprintf(a.out, "\nResources on %s (%s):\n", res.Node, res.Role)
+				printResources(a.out, res)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "keep showing the status: redrawn on a terminal, else what changed (Ctrl-C ends)")
+	cmd.Flags().DurationVar(&interval, "interval", 2*time.Second, "how often --watch asks the daemon")
+	return cmd
+}
+
+func printStatus(w io.Writer, st *api.Status) {
 	q := st.Quorum
 	have := "yes"
 	if !q.Have {
 		have = "NO"
 	}
-	fmt.Fprintf(w, "Cluster:  %s (this node: %s)\n", st.Cluster, st.Node)
+	fmt.Fprintf(w, "Cluster:  %s (this node: %s)\n", cell(st.Cluster), cell(st.Node))
 	fmt.Fprintf(w, "Quorum:   %s — %d of %d configured nodes seen, %d needed\n", have, q.Seen, q.Configured, q.Needed)
 	p := st.Primary
 	switch {
 	case p.Node == "":
 		fmt.Fprintf(w, "Primary:  none yet\n")
 	case p.Blocked:
-		fmt.Fprintf(w, "Primary:  %s, epoch %d, BLOCKED: %s\n", p.Node, p.Epoch, p.Reason)
+		fmt.Fprintf(w, "Primary:  %s, epoch %d, BLOCKED: %s\n", cell(p.Node), p.Epoch, cell(p.Reason))
 	default:
-		fmt.Fprintf(w, "Primary:  %s, epoch %d, %s\n", p.Node, p.Epoch, p.State)
+		fmt.Fprintf(w, "Primary:  %s, epoch %d, %s\n", cell(p.Node), p.Epoch, cell(p.State))
 		if p.Reason != "" {
-			fmt.Fprintf(w, "          %s\n", p.Reason)
+			fmt.Fprintf(w, "          %s\n", cell(p.Reason))
 		}
 	}
 	s := st.Self
-	fmt.Fprintf(w, "This node: %s, raft %s (term %d), knows epoch %d", s.Role, s.Raft, s.Term, s.KnownEpoch)
+	fmt.Fprintf(w, "This node: %s, raft %s (term %d), knows epoch %d", cell(s.Role), cell(s.Raft), s.Term, s.KnownEpoch)
 	if s.Epoch > 0 {
 		fmt.Fprintf(w, ", holds epoch %d, lease %.2fs left", s.Epoch, s.LeaseLeftSec)
 	}
@@ -72,14 +98,165 @@ func printStatus(a *app, st *daemon.Status) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tADDRESS\tGOSSIP\tRAFT\tROLE\tEPOCH\tSTORAGE\tLAST CONTACT\tVERSION")
 	for _, n := range st.Nodes {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", n.Name, n.Address, n.Gossip, dash(n.Raft), dash(n.Role), n.Epoch, dash(n.Storage), ago(n.LastContact), dash(n.Version))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", cell(n.Name), cell(n.Address), cell(n.Gossip), cell(n.Raft), cell(n.Role), n.Epoch, cell(n.Storage), ago(n.LastContact), cell(n.Version))
 	}
 	tw.Flush()
 }
 
-func dash(s string) string {
-	if s == "" {
-		return "-"
+// watchStatus polls the status until ctx ends (Ctrl-C), which is a clean
+// exit. Only what makes retrying pointless (permission denied) ends it
+// early.
+func (a *app) watchStatus(ctx context.Context, every time.Duration) error {
+	tty := a.output == "table" && isTerminal(a.out)
+	var last *api.Status
+	lastErr := ""
+	for {
+		var st api.Status
+		err := a.call(ctx, "GET", "/v1/status", nil, nil, &st)
+		if ctx.Err() != nil {
+			return nil
+		}
+		now := time.Now()
+		var ee *exitError
+		switch {
+		case errors.As(err, &ee) && ee.code == exitPermission:
+			return err
+		case err != nil:
+			msg := err.Error()
+			switch {
+			case tty:
+				a.redraw(now, every, func(w io.Writer) { fmt.Fprintf(w, "fenced does not answer: %s\n", api.EscapeText(msg)) })
+			case msg == lastErr:
+			case a.output == "json":
+				code := exitFailure
+				if ee != nil {
+					code = ee.code
+				}
+				b, _ := json.Marshal(api.Error{SchemaVersion: api.SchemaVersion, Message: msg, Code: codes[code], ExitCode: code})
+				fmt.Fprintf(a.errw, "%s\n", b)
+			default:
+				fmt.Fprintf(a.out, "%s fenced does not answer: %s\n", stamp(now), api.EscapeText(msg))
+			}
+			lastErr, last = msg, nil
+		default:
+			lastErr = ""
+			switch {
+			case tty:
+				a.redraw(now, every, func(w io.Writer) { printStatus(w, &st) })
+			case a.output == "json":
+				if last == nil || !sameStatus(last, &st) {
+					b, _ := json.Marshal(st)
+					fmt.Fprintf(a.out, "%s\n", b)
+				}
+			default:
+				for _, l := range statusChanges(last, &st) {
+					fmt.Fprintf(a.out, "%s %s\n", stamp(now), l)
+				}
+			}
+			last = &st
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(every):
+		}
 	}
-	return s
+}
+
+// redraw replaces the terminal's screen with a header and body, line by
+// line (clearing each line's rest and what is below), so it does not flicker.
+func (a *app) redraw(now time.Time, every time.Duration, body func(io.Writer)) {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "Every %v: fencectl status — %s (Ctrl-C to quit)\n\n", every, now.Format("2006-01-02 15:04:05"))
+	body(&b)
+	var out bytes.Buffer
+	out.WriteString("\x1b[H")
+	for _, l := range strings.SplitAfter(b.String(), "\n") {
+		out.WriteString(strings.TrimSuffix(l, "\n"))
+		if strings.HasSuffix(l, "\n") {
+			out.WriteString("\x1b[K\n")
+		}
+	}
+	out.WriteString("\x1b[J")
+	a.out.Write(out.Bytes())
+}
+
+func stamp(t time.Time) string { return t.Format(time.RFC3339) }
+
+// sameStatus compares two status documents without what changes on every
+// poll (lease left, last contact, round-trip time).
+func sameStatus(a, b *api.Status) bool {
+	strip := func(s api.Status) []byte {
+		s.Self.LeaseLeftSec = 0
+		s.Nodes = slices.Clone(s.Nodes)
+		for i := range s.Nodes {
+			s.Nodes[i].LastContact, s.Nodes[i].RTTMillis = nil, 0
+		}
+		j, _ := json.Marshal(s)
+		return j
+	}
+	return bytes.Equal(strip(*a), strip(*b))
+}
+
+// statusChanges describes st as lines, one per subject (quorum, primary,
+// this node, each node), and returns those that differ from before (all of
+// them the first time; before nil).
+func statusChanges(before, st *api.Status) []string {
+	var prev map[string]string
+	var prevKeys []string
+	if before != nil {
+		prevKeys, prev = statusLines(before)
+	}
+	keys, now := statusLines(st)
+	var out []string
+	for _, k := range keys {
+		if prev[k] != now[k] {
+			out = append(out, now[k])
+		}
+	}
+	for _, k := range prevKeys {
+		if _, ok := now[k]; !ok {
+			out = append(out, k+": gone from the status")
+		}
+	}
+	return out
+}
+
+func statusLines(st *api.Status) ([]string, map[string]string) {
+	keys := []string{"quorum", "primary", "this node"}
+	m := map[string]string{}
+	q := st.Quorum
+	have := "yes"
+	if !q.Have {
+		have = "NO"
+	}
+	m["quorum"] = fmt.Sprintf("quorum: %s, %d of %d configured nodes seen, %d needed, leader %s", have, q.Seen, q.Configured, q.Needed, cell(q.Leader))
+	p := st.Primary
+	switch {
+	case p.Node == "":
+		m["primary"] = "primary: none yet"
+	case p.Blocked:
+		m["primary"] = fmt.Sprintf("primary: %s, epoch %d, BLOCKED: %s", cell(p.Node), p.Epoch, cell(p.Reason))
+	default:
+		m["primary"] = fmt.Sprintf("primary: %s, epoch %d, %s", cell(p.Node), p.Epoch, cell(p.State))
+	}
+	s := st.Self
+	m["this node"] = fmt.Sprintf("this node: %s (%s), raft %s (term %d), knows epoch %d, holds epoch %d, storage %s, standby %v",
+		cell(st.Node), cell(s.Role), cell(s.Raft), s.Term, s.KnownEpoch, s.Epoch, cell(s.Storage), s.Standby)
+	for _, n := range st.Nodes {
+		k := "node " + cell(n.Name)
+		keys = append(keys, k)
+		m[k] = fmt.Sprintf("%s: %s, raft %s, role %s, epoch %d, storage %s, version %s", k, cell(n.Gossip), cell(n.Raft), cell(n.Role), n.Epoch, cell(n.Storage), cell(n.Version))
+	}
+	return keys, m
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }

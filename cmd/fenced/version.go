@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/fenced/fenced/daemon"
+	"github.com/fenced/fenced/daemon/api"
 )
 
 func init() {
@@ -17,7 +17,7 @@ func init() {
 			Short: "Print the version",
 			Args:  cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
-				fmt.Fprintf(s.out, "fenced %s (%s)\n", daemon.Version, runtime.Version())
+				fmt.Fprintf(s.out, "fenced %s (%s)\n", api.Version, runtime.Version())
 				return nil
 			},
 		}

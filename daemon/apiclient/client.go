@@ -9,20 +9,28 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"os/user"
+	"strconv"
+	"syscall"
 	"time"
 )
 
 // ErrNotRunning means nothing answers on the socket.
 var ErrNotRunning = errors.New("fenced is not running")
 
+// ErrPermission means the socket is there but this user may not open it.
+var ErrPermission = errors.New("permission denied")
+
 // APIError is a non-2xx answer.
 type APIError struct {
 	Status int    `json:"-"`
 	Msg    string `json:"error"`
-	Code   string `json:"code"`
+	Code   string `json:"code"` // one of api's Code constants
 }
 
 func (e *APIError) Error() string { return e.Msg }
@@ -75,6 +83,9 @@ func (c *Client) Do(ctx context.Context, method, path string, query url.Values, 
 	if err != nil {
 		var ne *net.OpError
 		if errors.As(err, &ne) && ne.Op == "dial" {
+			if errors.Is(err, fs.ErrPermission) {
+				return fmt.Errorf("%w on %s: %s", ErrPermission, c.Socket, accessHint(c.Socket))
+			}
 			return fmt.Errorf("%w (cannot connect to %s: %v)", ErrNotRunning, c.Socket, errors.Unwrap(ne.Err))
 		}
 		return err
@@ -97,4 +108,27 @@ func (c *Client) Do(ctx context.Context, method, path string, query url.Values, 
 		}
 	}
 	return nil
+}
+
+// accessHint says who may open the socket at path: root, and the members of
+// its group (the daemon's api.group), with the owner and mode when they
+// can be read.
+func accessHint(path string) string {
+	hint := "fencectl needs root, or membership of the socket's group (api.group in fenced.yaml)"
+	fi, err := os.Stat(path)
+	if err != nil {
+		return hint + " and access to its directory"
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return hint
+	}
+	owner, group := strconv.Itoa(int(st.Uid)), strconv.Itoa(int(st.Gid))
+	if u, err := user.LookupId(owner); err == nil {
+		owner = u.Username
+	}
+	if g, err := user.LookupGroupId(group); err == nil {
+		group = g.Name
+	}
+	return fmt.Sprintf("%s; the socket is %s:%s, mode %v", hint, owner, group, fi.Mode().Perm())
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/fenced/fenced/daemon/tenure"
 )
 
 // Config is the whole configuration file.
@@ -104,6 +106,11 @@ type Timing struct {
 	Grace Duration `yaml:"grace"`
 	// FenceTimeout bounds one device action with its read-back.
 	FenceTimeout Duration `yaml:"fence_timeout"`
+}
+
+// Tenure returns the timing in the form the tenure rules use.
+func (t Timing) Tenure() tenure.Timing {
+	return tenure.Timing{Heartbeat: t.Heartbeat.D(), Lease: t.Lease.D(), Margin: t.Margin.D(), Grace: t.Grace.D(), FenceTimeout: t.FenceTimeout.D()}
 }
 
 // API is the local control socket.

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"flag"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fenced/fenced/agents"
 )
@@ -127,11 +129,71 @@ func TestTimingRelations(t *testing.T) {
 		{"margin half the lease", func(t *Timing) { t.Margin = t.Lease / 2 }, "less than half"},
 		{"two heartbeats do not fit", func(t *Timing) { t.Lease, t.Margin, t.Heartbeat, t.Grace = ms(1000), ms(100), ms(500), ms(500) }, "two heartbeats"},
 		{"zero fence timeout", func(t *Timing) { t.FenceTimeout = 0 }, "timing.fence_timeout"},
+		// Bounds: sums of these must not overflow, and absurd values are
+		// refused rather than "valid".
+		{"overflowing heartbeat×2 and lease+margin", func(t *Timing) {
+			t.Heartbeat, t.Lease, t.Margin = Duration(1500000*time.Hour), Duration(2562047*time.Hour), Duration(500000*time.Hour)
+		}, "timing.lease: 2562047h0m0s is above the maximum 10m0s"},
+		{"lease at the maximum", func(t *Timing) {
+			t.Lease, t.Margin, t.Heartbeat = Duration(10*time.Minute), Duration(time.Minute), Duration(time.Minute)
+		}, ""},
+		{"lease above the maximum", func(t *Timing) { t.Lease, t.Margin = Duration(10*time.Minute+1), Duration(time.Minute) }, "timing.lease"},
+		{"lease at the minimum", func(t *Timing) { t.Lease, t.Margin, t.Heartbeat, t.Grace = ms(500), ms(25), ms(200), ms(400) }, ""},
+		{"lease below the minimum", func(t *Timing) { t.Lease, t.Heartbeat, t.Margin = 3, 1, 1 }, "timing.lease: 3ns is below the minimum 500ms"},
+		{"heartbeat below the minimum", func(t *Timing) { t.Heartbeat = ms(49) }, "timing.heartbeat: 49ms is below the minimum 50ms"},
+		{"heartbeat at the minimum", func(t *Timing) { t.Heartbeat = ms(50) }, ""},
+		{"grace below the minimum", func(t *Timing) { t.Grace = ms(99) }, "timing.grace"},
+		{"fence timeout of a nanosecond", func(t *Timing) { t.FenceTimeout = 1 }, "timing.fence_timeout: 1ns is below the minimum 1s"},
+		{"fence timeout at the minimum", func(t *Timing) { t.FenceTimeout = ms(1000) }, ""},
+		{"fence timeout above the maximum", func(t *Timing) { t.FenceTimeout = Duration(11 * time.Minute) }, "timing.fence_timeout"},
+		{"negative margin", func(t *Timing) { t.Margin = -1 }, "timing.margin: must be > 0"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := base()
 			tc.mod(&c.Timing)
+			ps := c.Validate(nil)
+			if tc.want == "" {
+				if ps != nil {
+					t.Fatalf("unexpected problems: %v", ps)
+				}
+				return
+			}
+			if !strings.Contains(ps.Error(), tc.want) {
+				t.Fatalf("want a problem containing %q, got %v", tc.want, ps)
+			}
+		})
+	}
+}
+
+// TestCountAndIntervalBounds: counts and intervals outside the lease rules
+// have bounds too (a 2^63−1 retry count or a 1ns monitor were "valid").
+func TestCountAndIntervalBounds(t *testing.T) {
+	cases := []struct {
+		name string
+		mod  func(*Config)
+		want string
+	}{
+		{"retries 2^63-1", func(c *Config) { c.Devices["bmc"] = Device{Agent: "ipmi", Retries: math.MaxInt64} }, "devices.bmc.retries: 9223372036854775807: want 0 to 10"},
+		{"retries at the maximum", func(c *Config) { c.Devices["bmc"] = Device{Agent: "ipmi", Retries: MaxRetries} }, ""},
+		{"negative retries", func(c *Config) { c.Devices["bmc"] = Device{Agent: "ipmi", Retries: -1} }, "devices.bmc.retries"},
+		{"device timeout of a nanosecond", func(c *Config) { c.Devices["bmc"] = Device{Agent: "ipmi", Timeout: 1} }, "devices.bmc.timeout: 1ns: want 0 (timing.fence_timeout) or 1s to 10m0s"},
+		{"device timeout default", func(c *Config) { c.Devices["bmc"] = Device{Agent: "ipmi"} }, ""},
+		{"monitor every nanosecond", func(c *Config) { c.Storage.MonitorInterval = 1 }, "storage.monitor_interval: 1ns: want 100ms to 1h0m0s"},
+		{"monitor at the minimum", func(c *Config) { c.Storage.MonitorInterval = Duration(MinMonitorInterval) }, ""},
+		{"history too long", func(c *Config) { c.History.Limit = MaxHistory + 1 }, "history.limit"},
+		{"history at the maximum", func(c *Config) { c.History.Limit = MaxHistory }, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Load("testdata/good-minimal.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Devices == nil {
+				c.Devices = map[string]Device{}
+			}
+			tc.mod(c)
 			ps := c.Validate(nil)
 			if tc.want == "" {
 				if ps != nil {

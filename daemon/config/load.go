@@ -105,28 +105,32 @@ func Parse(data []byte, name string) (*Config, error) {
 	if !errors.As(err, &te) {
 		return nil, Problems{syntaxProblem(name, err)}
 	}
-	byLine := map[int]string{}
+	byLine := map[int][]string{}
 	for p, l := range c.lines {
-		if old, ok := byLine[l]; !ok || len(p) > len(old) {
-			byLine[l] = p
-		}
+		byLine[l] = append(byLine[l], p)
 	}
 	var ps Problems
 	for _, msg := range te.Errors {
 		p := Problem{File: name, Msg: msg}
+		var onLine []string
 		if m := reLine.FindStringSubmatch(msg); m != nil {
 			p.Line, _ = strconv.Atoi(m[1])
 			p.Msg = m[2]
-			p.Path = byLine[p.Line]
+			onLine = byLine[p.Line]
 		}
 		if m := reUnknown.FindStringSubmatch(p.Msg); m != nil {
 			p.Msg = fmt.Sprintf("unknown field %q", m[1])
-			if p.Path != "" {
-				// byLine names the unknown key itself; report its parent.
-				p.Path = strings.TrimSuffix(strings.TrimSuffix(p.Path, m[1]), ".")
+			// The decoder stops at the unknown key: of the keys on its
+			// line with that name, the shallowest is it. Report its
+			// parent.
+			if k := shallowestKey(onLine, m[1]); k != "" {
+				p.Path = strings.TrimSuffix(strings.TrimSuffix(k, m[1]), ".")
 			}
 		} else if m := reType.FindStringSubmatch(p.Msg); m != nil {
 			p.Msg = fmt.Sprintf("want %s, got %s %q", goTypeName(m[3]), yamlTagName(m[1]), m[2])
+			p.Path = deepest(onLine)
+		} else {
+			p.Path = deepest(onLine)
 		}
 		ps = append(ps, p)
 		if p.Path != "" {
@@ -134,6 +138,29 @@ func Parse(data []byte, name string) (*Config, error) {
 		}
 	}
 	return c, ps.sorted()
+}
+
+// shallowestKey is the shortest of paths whose last key is key.
+func shallowestKey(paths []string, key string) string {
+	best := ""
+	for _, p := range paths {
+		if (p == key || strings.HasSuffix(p, "."+key)) && (best == "" || len(p) < len(best)) {
+			best = p
+		}
+	}
+	return best
+}
+
+// deepest is the longest of paths (a value's error is about the innermost
+// node on its line), the first in order among equals.
+func deepest(paths []string) string {
+	best := ""
+	for _, p := range paths {
+		if len(p) > len(best) || (len(p) == len(best) && p < best) {
+			best = p
+		}
+	}
+	return best
 }
 
 func syntaxProblem(name string, err error) Problem {
@@ -198,6 +225,16 @@ func walkLines(n *yaml.Node, path string, lines map[string]int) {
 			walkLines(v, p, lines)
 		}
 	}
+}
+
+// Line is the line of path (e.g. "nodes[0].fence[1]") in the file, or of
+// its nearest ancestor present; 0 when unknown.
+func (c *Config) Line(path string) int { return c.line(path) }
+
+// LineOf is the line of path itself, and whether the file has it.
+func (c *Config) LineOf(path string) (int, bool) {
+	l, ok := c.lines[path]
+	return l, ok
 }
 
 // line returns the line of path or of its nearest ancestor present.

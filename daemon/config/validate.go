@@ -11,14 +11,19 @@ import (
 	"time"
 
 	"github.com/fenced/fenced/agents"
+	"github.com/fenced/fenced/daemon/tenure"
 )
 
 var reName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._-]{0,62}$`)
 
-// MinMarginFraction is the smallest margin allowed, as a fraction of the
-// lease. Quartz clocks drift by well under 0.1 %; the rest of the margin
-// covers scheduling delays between reading the clock and acting on it.
-const MinMarginFraction = 20 // margin ≥ lease/20
+// Bounds of the counts and intervals outside the lease rules (those are
+// tenure's: see tenure.Timing.Check).
+const (
+	MaxRetries         = 10
+	MaxHistory         = 10000
+	MinMonitorInterval = 100 * time.Millisecond
+	MaxMonitorInterval = time.Hour
+)
 
 // Validate checks c and returns every problem found, or nil. It is pure:
 // it reads no files and opens no sockets. reg resolves device agents and
@@ -68,8 +73,8 @@ func (c *Config) Validate(reg *agents.Registry) Problems {
 			v.add("metrics.listen", "%v", err)
 		}
 	}
-	if c.History.Limit < 1 {
-		v.add("history.limit", "must be at least 1, got %d", c.History.Limit)
+	if c.History.Limit < 1 || c.History.Limit > MaxHistory {
+		v.add("history.limit", "%d: want 1 to %d (every node keeps the history in memory and in every snapshot)", c.History.Limit, MaxHistory)
 	}
 	if len(v.ps) == 0 {
 		return nil
@@ -151,37 +156,10 @@ func (v *validator) nodes(reg *agents.Registry) {
 }
 
 func (v *validator) timing() {
-	t := v.c.Timing
-	pos := func(name string, d Duration) bool {
-		if d <= 0 {
-			v.add("timing."+name, "must be > 0, got %s", d)
-			return false
-		}
-		return true
-	}
-	ok := pos("heartbeat", t.Heartbeat)
-	ok = pos("lease", t.Lease) && ok
-	ok = pos("margin", t.Margin) && ok
-	ok = pos("grace", t.Grace) && ok
-	pos("fence_timeout", t.FenceTimeout)
-	if !ok {
-		return
-	}
-	if t.Heartbeat >= t.Lease {
-		v.add("timing.heartbeat", "%s must be less than timing.lease (%s)", t.Heartbeat, t.Lease)
-	}
-	if t.Grace >= t.Lease {
-		v.add("timing.grace", "%s must be less than timing.lease (%s)", t.Grace, t.Lease)
-	}
-	if min := t.Lease / MinMarginFraction; t.Margin < min {
-		v.add("timing.margin", "%s is too small for clock drift and scheduling delays: at least lease/%d = %s", t.Margin, MinMarginFraction, time.Duration(min))
-	}
-	if t.Margin*2 >= t.Lease {
-		v.add("timing.margin", "%s must be less than half of timing.lease (%s)", t.Margin, t.Lease)
-	} else if t.Heartbeat*2 > t.Lease-t.Margin {
-		// At least two renewals must fit in a lease, or one lost
-		// heartbeat demotes a healthy primary.
-		v.add("timing.heartbeat", "%s is too long: two heartbeats must fit in lease − margin (%s)", t.Heartbeat, time.Duration(t.Lease-t.Margin))
+	// The lease rules and their bounds belong to the tenure (they are what
+	// its safety rests on); this reports them under their keys.
+	for _, p := range v.c.Timing.Tenure().Check() {
+		v.add("timing."+p.Field, "%s", p.Msg)
 	}
 }
 
@@ -199,11 +177,11 @@ func (v *validator) devices(reg *agents.Registry) {
 				v.add(p+".agent", "unknown agent %q (known: %s)", d.Agent, strings.Join(reg.Names(), ", "))
 			}
 		}
-		if d.Timeout < 0 {
-			v.add(p+".timeout", "must not be negative")
+		if t := d.Timeout.D(); t != 0 && (t < tenure.MinFenceTimeout || t > tenure.MaxFenceTimeout) {
+			v.add(p+".timeout", "%s: want 0 (timing.fence_timeout) or %s to %s", t, tenure.MinFenceTimeout, tenure.MaxFenceTimeout)
 		}
-		if d.Retries < 0 {
-			v.add(p+".retries", "must not be negative")
+		if d.Retries < 0 || d.Retries > MaxRetries {
+			v.add(p+".retries", "%d: want 0 to %d (a device that failed %d times in a row will not answer the next try: the next level should get the time)", d.Retries, MaxRetries, MaxRetries+1)
 		}
 	}
 }
@@ -257,8 +235,8 @@ func (v *validator) storage() {
 	if (s.Hooks.Start == "") != (s.Hooks.Stop == "") {
 		v.add("storage.hooks", "start and stop go together")
 	}
-	if s.MonitorInterval <= 0 {
-		v.add("storage.monitor_interval", "must be > 0")
+	if mi := s.MonitorInterval.D(); mi < MinMonitorInterval || mi > MaxMonitorInterval {
+		v.add("storage.monitor_interval", "%s: want %s to %s", mi, MinMonitorInterval, MaxMonitorInterval)
 	}
 }
 

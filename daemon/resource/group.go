@@ -302,6 +302,7 @@ func (g *Group) Stop(ctx context.Context) error {
 		cancel()
 		if err != nil {
 			g.fail(e, err)
+			log.Error("resource stop failed: it may still run, the resources beneath it are left as they are", "resource", e.name, "err", err)
 			return fmt.Errorf("resource %s failed to stop: %w", e.name, err)
 		}
 		g.setState(e, StateStopped, "")

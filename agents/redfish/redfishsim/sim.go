@@ -88,6 +88,11 @@ type Faults struct {
 	// RejectIfMatch answers every reset that carries an If-Match other
 	// than "*" with 412, as BMCs that do not support If-Match on actions do.
 	RejectIfMatch bool
+	// ForeignLinks makes the BMC hand out links that name another host, as
+	// a hostile or broken BMC might: each link of a listed kind gets the
+	// value put in front of it, e.g. "@127.0.0.2:17520" (a text join onto
+	// the base URL then changes the host) or "http://127.0.0.2:17520".
+	ForeignLinks map[Link]string
 }
 
 // ResetRecord is one reset request the simulator accepted.
@@ -378,10 +383,10 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"The service is temporarily unavailable.  Retry in 1 seconds.", "1")
 		return
 	}
-	s.route(w, r)
+	s.route(w, r, f)
 }
 
-func (s *Sim) route(w http.ResponseWriter, r *http.Request) {
+func (s *Sim) route(w http.ResponseWriter, r *http.Request, f Faults) {
 	p := r.URL.Path
 	if p != "/" {
 		p = strings.TrimSuffix(p, "/")
@@ -398,10 +403,10 @@ func (s *Sim) route(w http.ResponseWriter, r *http.Request) {
 		if !allowMethods(w, r, http.MethodGet, http.MethodHead) {
 			return
 		}
-		s.writeDoc(w, s.prof.docs[serviceRoot])
+		s.writeDoc(w, withForeignLinks(f, serviceRoot, s.prof.docs[serviceRoot], false))
 		return
 	case p == serviceRoot+"/SessionService/Sessions" && r.Method == http.MethodPost:
-		s.login(w, r)
+		s.login(w, r, f)
 		return
 	case !strings.HasPrefix(p, serviceRoot+"/"):
 		writeError(w, http.StatusNotFound, "ResourceMissingAtURI",
@@ -421,9 +426,9 @@ func (s *Sim) route(w http.ResponseWriter, r *http.Request) {
 	case strings.HasPrefix(p, serviceRoot+"/SessionService/Sessions/"):
 		s.sessionResource(w, r, strings.TrimPrefix(p, serviceRoot+"/SessionService/Sessions/"))
 	case strings.HasSuffix(p, "/Actions/ComputerSystem.Reset"):
-		s.reset(w, r, strings.TrimSuffix(p, "/Actions/ComputerSystem.Reset"), se)
+		s.reset(w, r, strings.TrimSuffix(p, "/Actions/ComputerSystem.Reset"), se, f)
 	case strings.HasPrefix(p, serviceRoot+"/TaskService/TaskMonitors/"):
-		s.taskMonitor(w, r, strings.TrimPrefix(p, serviceRoot+"/TaskService/TaskMonitors/"))
+		s.taskMonitor(w, r, strings.TrimPrefix(p, serviceRoot+"/TaskService/TaskMonitors/"), f)
 	case p == serviceRoot+"/TaskService/Tasks":
 		if allowMethods(w, r, http.MethodGet, http.MethodHead) {
 			s.listTasks(w)
@@ -458,7 +463,7 @@ func (s *Sim) route(w http.ResponseWriter, r *http.Request) {
 			doc = s.systemDocLocked(sys)
 		}
 		s.mu.Unlock()
-		s.writeDoc(w, doc)
+		s.writeDoc(w, withForeignLinks(f, p, doc, sys != nil))
 	}
 }
 
@@ -666,7 +671,7 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-func (s *Sim) login(w http.ResponseWriter, r *http.Request) {
+func (s *Sim) login(w http.ResponseWriter, r *http.Request, f Faults) {
 	var body map[string]any
 	raw, err := io.ReadAll(io.LimitReader(r.Body, 1<<16))
 	if err != nil || json.Unmarshal(raw, &body) != nil || body == nil {
@@ -712,7 +717,7 @@ func (s *Sim) login(w http.ResponseWriter, r *http.Request) {
 		loc = scheme + "://" + r.Host + loc
 	}
 	w.Header().Set("X-Auth-Token", se.token)
-	w.Header().Set("Location", loc)
+	w.Header().Set("Location", foreign(f, LinkSessionLocation, loc))
 	writeJSON(w, http.StatusCreated, sessionDoc(se))
 }
 
@@ -783,7 +788,7 @@ var (
 	restartTypes = []string{"ForceRestart", "GracefulRestart", "PowerCycle", "FullPowerCycle"}
 )
 
-func (s *Sim) reset(w http.ResponseWriter, r *http.Request, sysURI string, se *session) {
+func (s *Sim) reset(w http.ResponseWriter, r *http.Request, sysURI string, se *session, fl Faults) {
 	s.mu.Lock()
 	sys := s.systems[sysURI]
 	s.mu.Unlock()
@@ -905,7 +910,7 @@ func (s *Sim) reset(w http.ResponseWriter, r *http.Request, sysURI string, se *s
 
 	switch s.prof.resetStyle {
 	case "202":
-		w.Header().Set("Location", t.monitor)
+		w.Header().Set("Location", foreign(fl, LinkTaskLocation, t.monitor))
 		s.mu.Lock()
 		doc := taskDocLocked(t)
 		s.mu.Unlock()
@@ -1004,7 +1009,7 @@ func taskDocLocked(t *task) map[string]any {
 	return doc
 }
 
-func (s *Sim) taskMonitor(w http.ResponseWriter, r *http.Request, id string) {
+func (s *Sim) taskMonitor(w http.ResponseWriter, r *http.Request, id string, f Faults) {
 	if !allowMethods(w, r, http.MethodGet) {
 		return
 	}
@@ -1020,7 +1025,7 @@ func (s *Sim) taskMonitor(w http.ResponseWriter, r *http.Request, id string) {
 	running := t.state == "Running"
 	s.mu.Unlock()
 	if running {
-		w.Header().Set("Location", t.monitor)
+		w.Header().Set("Location", foreign(f, LinkTaskLocation, t.monitor))
 		writeJSON(w, http.StatusAccepted, doc)
 		return
 	}

@@ -401,3 +401,52 @@ func validMethod(m string) bool {
 	}
 	return false
 }
+
+// ForeignLinks rewrites exactly the links of the kinds asked for, in the
+// documents and headers that carry them, and leaves the profile's tree
+// alone for later answers.
+func TestForeignLinks(t *testing.T) {
+	const pre = "@127.0.0.2:17520"
+	sim, c := start(t, Options{Profile: ProfileOpenBMC, PowerOffDelay: time.Hour})
+	all := map[Link]string{}
+	for _, l := range Links() {
+		all[l] = pre
+	}
+	sim.SetFaults(Faults{ForeignLinks: all})
+	_, root := c.do("GET", "/redfish/v1/", nil, nil)
+	if got := root["Systems"].(map[string]any)["@odata.id"]; got != pre+"/redfish/v1/Systems" {
+		t.Fatalf("Systems %v", got)
+	}
+	if got := root["Links"].(map[string]any)["Sessions"].(map[string]any)["@odata.id"]; got != pre+"/redfish/v1/SessionService/Sessions" {
+		t.Fatalf("Links.Sessions %v", got)
+	}
+	if got := root["Managers"].(map[string]any)["@odata.id"]; got != "/redfish/v1/Managers" {
+		t.Fatalf("Managers %v: only the listed kinds change", got)
+	}
+	if loc := c.login("admin", "password"); !strings.HasPrefix(loc, pre+"/redfish/v1/SessionService/Sessions/") {
+		t.Fatalf("session Location %q", loc)
+	}
+	_, coll := c.do("GET", "/redfish/v1/Systems", nil, nil)
+	if got := coll["Members"].([]any)[0].(map[string]any)["@odata.id"]; got != pre+"/redfish/v1/Systems/system" {
+		t.Fatalf("member %v", got)
+	}
+	_, sys := c.do("GET", "/redfish/v1/Systems/system", nil, nil)
+	reset := sys["Actions"].(map[string]any)["#ComputerSystem.Reset"].(map[string]any)
+	if sys["@odata.id"] != pre+"/redfish/v1/Systems/system" || reset["target"] != pre+"/redfish/v1/Systems/system/Actions/ComputerSystem.Reset" ||
+		reset["@Redfish.ActionInfo"] != pre+"/redfish/v1/Systems/system/ResetActionInfo" {
+		t.Fatalf("system %v, reset %v", sys["@odata.id"], reset)
+	}
+	resp, _ := c.do("POST", "/redfish/v1/Systems/system/Actions/ComputerSystem.Reset", map[string]string{"ResetType": "ForceOff"}, nil)
+	if loc := resp.Header.Get("Location"); resp.StatusCode != 202 || loc != pre+"/redfish/v1/TaskService/TaskMonitors/1" {
+		t.Fatalf("reset: %d, Location %q", resp.StatusCode, loc)
+	}
+	if resp, _ := c.do("GET", "/redfish/v1/TaskService/TaskMonitors/1", nil, nil); resp.Header.Get("Location") != pre+"/redfish/v1/TaskService/TaskMonitors/1" {
+		t.Fatalf("running monitor: Location %q", resp.Header.Get("Location"))
+	}
+
+	sim.SetFaults(Faults{})
+	_, sys = c.do("GET", "/redfish/v1/Systems/system", nil, nil)
+	if sys["@odata.id"] != "/redfish/v1/Systems/system" {
+		t.Fatalf("fault cleared, system still %v", sys["@odata.id"])
+	}
+}

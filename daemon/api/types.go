@@ -1,0 +1,159 @@
+package api
+
+import (
+	"time"
+
+	"github.com/fenced/fenced/stonith"
+)
+
+// SchemaVersion of every JSON document the API serves and fencectl
+// prints. It rises when a field changes meaning or goes away; new fields
+// may appear within a version.
+const SchemaVersion = 1
+
+// Version of this build of fenced and fencectl, set at link time
+// (-ldflags "-X github.com/fenced/fenced/daemon/api.Version=...").
+var Version = "0.1.0-dev"
+
+// Status is GET /v1/status.
+type Status struct {
+	SchemaVersion int          `json:"schemaVersion"`
+	Cluster       string       `json:"cluster"`
+	Node          string       `json:"node"`
+	Quorum        QuorumStatus `json:"quorum"`
+	Primary       PrimaryInfo  `json:"primary"`
+	Self          SelfStatus   `json:"self"`
+	Nodes         []NodeStatus `json:"nodes"`
+}
+
+// QuorumStatus counts votes against the configured size.
+type QuorumStatus struct {
+	Configured int    `json:"configured"`
+	Seen       int    `json:"votesSeen"`
+	Needed     int    `json:"votesNeeded"`
+	Have       bool   `json:"have"`
+	Leader     string `json:"leader"`
+}
+
+// PrimaryInfo is the replicated holder state.
+type PrimaryInfo struct {
+	Node        string            `json:"node"`
+	Epoch       uint64            `json:"epoch"`
+	State       string            `json:"state"`
+	Blocked     bool              `json:"blocked"`
+	Reason      string            `json:"reason,omitempty"`
+	Previous    string            `json:"previous,omitempty"`
+	Unconfirmed map[string]uint64 `json:"unconfirmed,omitempty"`
+}
+
+// SelfStatus is the answering node's own view.
+type SelfStatus struct {
+	Role         string  `json:"role"`
+	Acting       bool    `json:"acting"`
+	Epoch        uint64  `json:"epoch"`
+	KnownEpoch   uint64  `json:"knownEpoch"`
+	LeaseLeftSec float64 `json:"leaseLeftSeconds"`
+	Storage      string  `json:"storage"`
+	Raft         string  `json:"raft"`
+	Term         uint64  `json:"raftTerm"`
+	Standby      bool    `json:"standby"`
+}
+
+// NodeStatus is one configured node as gossip sees it.
+type NodeStatus struct {
+	Name        string     `json:"name"`
+	Address     string     `json:"address"`
+	Gossip      string     `json:"gossip"`
+	Raft        string     `json:"raftRole"`
+	Role        string     `json:"role"`
+	Epoch       uint64     `json:"epoch"`
+	Storage     string     `json:"storage"`
+	LastContact *time.Time `json:"lastContact,omitempty"`
+	RTTMillis   float64    `json:"rttMillis,omitempty"`
+	Version     string     `json:"version"`
+}
+
+// Record is one entry of the replicated history: a fence, unfence,
+// confirmation or release, with every device action.
+type Record = stonith.Record
+
+// History is GET /v1/history.
+type History struct {
+	SchemaVersion int      `json:"schemaVersion"`
+	Records       []Record `json:"records"`
+}
+
+// RecordReply is what fencectl prints for fence, unfence and confirm (the
+// API answers the bare Record).
+type RecordReply struct {
+	SchemaVersion int    `json:"schemaVersion"`
+	Record        Record `json:"record"`
+}
+
+// Device is one entry of GET /v1/devices.
+type Device struct {
+	Name    string   `json:"name"`
+	Agent   string   `json:"agent"`
+	Targets []string `json:"targets"` // "node2 (level 1, plug 3)"
+}
+
+// DeviceList is GET /v1/devices.
+type DeviceList struct {
+	SchemaVersion int      `json:"schemaVersion"`
+	Devices       []Device `json:"devices"`
+}
+
+// DeviceStatus is GET /v1/devices/{name}/status.
+type DeviceStatus struct {
+	SchemaVersion int            `json:"schemaVersion"`
+	Device        string         `json:"device"`
+	Agent         string         `json:"agent"`
+	Monitor       string         `json:"monitor"` // ok or the error
+	Targets       []TargetStatus `json:"targets"`
+}
+
+// TargetStatus is a node's state as read from one device.
+type TargetStatus struct {
+	Node  string `json:"node"`
+	Plug  string `json:"plug,omitempty"`
+	State string `json:"state"`
+	Error string `json:"error,omitempty"`
+}
+
+// StandbyReply is the answer of POST /v1/standby.
+type StandbyReply struct {
+	SchemaVersion int    `json:"schemaVersion"`
+	Node          string `json:"node"`
+	Standby       bool   `json:"standby"`
+}
+
+// TransferReply is the answer of POST /v1/transfer: the handover from the
+// current primary-elect has started ("to" empty: raft's choice).
+type TransferReply struct {
+	SchemaVersion int    `json:"schemaVersion"`
+	From          string `json:"from"`
+	To            string `json:"to"`
+}
+
+// VersionInfo is GET /v1/version: the answering daemon's build.
+type VersionInfo struct {
+	SchemaVersion int    `json:"schemaVersion"`
+	Node          string `json:"node"`
+	Version       string `json:"version"`
+	Go            string `json:"go"`
+}
+
+// BuildInfo is one program's build, in fencectl's version output.
+type BuildInfo struct {
+	Version string `json:"version"`
+	Go      string `json:"go"`
+	Node    string `json:"node,omitempty"` // the daemon's node
+}
+
+// Versions is what `fencectl version` prints: its own build and, when the
+// daemon answered, the daemon's.
+type Versions struct {
+	SchemaVersion int        `json:"schemaVersion"`
+	Client        BuildInfo  `json:"client"`
+	Daemon        *BuildInfo `json:"daemon,omitempty"`
+}

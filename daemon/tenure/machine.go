@@ -1,0 +1,896 @@
+package tenure
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Phase is where a node is in (or out of) a tenure.
+type Phase uint8
+
+// Phases, in the order a tenure moves through them.
+const (
+	Secondary  Phase = iota // not holding an epoch
+	Acquiring               // leads raft; the acquire entry is in flight
+	Waiting                 // granted; waiting for the former holder's lease or for confirmations
+	Fencing                 // granted; fencing nodes that may still run the storage
+	Blocked                 // granted; a node that may run the storage could not be fenced
+	Mounting                // past the gate; mount intent in flight, then the storage starting
+	Serving                 // acting as primary
+	Demoting                // giving up: the storage stopping
+	Releasing               // the storage stopped (or never ran); the release in flight
+	Stopped                 // shut down; nothing more happens
+	SelfFenced              // the storage could not be stopped: the node resets itself
+)
+
+var phaseNames = [...]string{"secondary", "acquiring", "waiting", "fencing", "blocked", "mounting", "serving",
+	"demoting", "releasing", "stopped", "self-fenced"}
+
+func (p Phase) String() string {
+	if int(p) < len(phaseNames) {
+		return phaseNames[p]
+	}
+	return fmt.Sprintf("phase(%d)", p)
+}
+
+// Roles a node reports (status, gossip, metrics).
+const (
+	RoleSecondary    = "secondary"
+	RolePrimaryElect = "primary-elect" // holds an epoch, not yet allowed to act
+	RolePrimary      = "primary"
+	RoleDemoting     = "demoting"
+	RoleStopping     = "stopping"
+)
+
+// Roles lists every role, for metrics.
+var Roles = []string{RoleSecondary, RolePrimaryElect, RolePrimary, RoleDemoting, RoleStopping}
+
+// Storage states a node reports.
+const (
+	StorageStopped  = "stopped"
+	StorageStarting = "starting"
+	StorageRunning  = "running"
+	StorageStopping = "stopping"
+	StorageFailed   = "failed"
+)
+
+// Reason is why a tenure ended.
+type Reason uint8
+
+// Reasons a tenure ends.
+const (
+	ReasonNone           Reason = iota
+	ReasonLeaseExpired          // no confirmed majority contact for lease − margin
+	ReasonLostLeadership        // raft leadership moved
+	ReasonSuperseded            // the replicated state names another holder or a newer epoch
+	ReasonHandover              // an admin asked (transfer, SIGTERM is ReasonShutdown)
+	ReasonStandby               // this node was put in standby
+	ReasonMountRefused          // the mount intent was not committed
+	ReasonStartFailed           // the storage failed to start
+	ReasonMonitorFailed         // the storage's monitor failed
+	ReasonShutdown              // the daemon is stopping
+)
+
+var reasonText = [...]string{
+	ReasonNone:           "",
+	ReasonLeaseExpired:   "lease expired: no confirmed majority contact for lease − margin",
+	ReasonLostLeadership: "lost raft leadership",
+	ReasonSuperseded:     "superseded",
+	ReasonHandover:       "graceful handover",
+	ReasonStandby:        "standby requested",
+	ReasonMountRefused:   "mount intent not committed",
+	ReasonStartFailed:    "start storage",
+	ReasonMonitorFailed:  "storage monitor failed",
+	ReasonShutdown:       "shutting down",
+}
+
+func (r Reason) String() string {
+	if int(r) < len(reasonText) {
+		return reasonText[r]
+	}
+	return fmt.Sprintf("reason(%d)", r)
+}
+
+// StorageFault reports a reason that means the storage failed here: after
+// the clean release, another node should take over, and this one should
+// not grab primacy straight back.
+func (r Reason) StorageFault() bool { return r == ReasonStartFailed || r == ReasonMonitorFailed }
+
+// Demotion is why a tenure ended, with the error behind it, if any.
+type Demotion struct {
+	Reason Reason
+	Detail string
+}
+
+func (d Demotion) String() string {
+	if d.Detail == "" {
+		return d.Reason.String()
+	}
+	return d.Reason.String() + ": " + d.Detail
+}
+
+// View is the part of the replicated state the rules read, as this node
+// has applied it.
+type View struct {
+	Epoch       uint64
+	Holder      string
+	HolderState string
+	// LeaseOf is a former holder that neither released nor was confirmed
+	// stopped: its lease may still run.
+	LeaseOf string
+	// Unconfirmed are the nodes that may still run the storage, with the
+	// epoch they committed a mount intent at.
+	Unconfirmed map[string]uint64
+	Standby     map[string]bool
+}
+
+// Grant is a committed acquire: this node holds Epoch.
+type Grant struct {
+	Epoch    uint64
+	Previous string // the holder before this grant
+	LeaseOf  string // a former holder whose lease may still run
+}
+
+// Holder states the machine records for status (the replicated state's
+// own words: package quorum uses the same strings).
+const (
+	HolderFencing = "fencing"
+	HolderBlocked = "blocked"
+	HolderMounted = "mounted"
+)
+
+// Config is what a machine knows of its node and cluster. It does not
+// change during the machine's life.
+type Config struct {
+	Self   string
+	Timing Timing
+	// Storage is set when a resource runs under the tenure.
+	Storage bool
+	// MonitorInterval is how often the storage is monitored while serving.
+	MonitorInterval time.Duration
+	// Witness nodes vote but never hold primacy.
+	Witness bool
+	// Fenceable lists the nodes that have a fence topology.
+	Fenceable map[string]bool
+}
+
+// Input is one step's worth of the world: the time, whether this node is
+// raft leader, the replicated state as applied here, and at most one event.
+type Input struct {
+	Now    Time
+	Leader bool
+	View   View
+	Event  Event // nil: time passed or the state changed
+}
+
+// Event is the result of an action, or a request from outside.
+type Event interface{ event() }
+
+// Results of actions. Epoch ties a result to the tenure that asked; a
+// result for another tenure is ignored.
+type (
+	AcquireDone struct {
+		Grant Grant
+		Err   error
+	}
+	ConfirmDone struct {
+		Epoch uint64
+		T0    Time
+		Err   error
+	}
+	BoundDone struct {
+		Epoch uint64
+		Bound Time // on this node's clock; valid when OK
+		OK    bool
+	}
+	// FenceDone reports a Fence: Failed holds each target that was not
+	// confirmed off, with why.
+	FenceDone struct {
+		Epoch  uint64
+		Failed map[string]string
+	}
+	MountIntentDone struct {
+		Epoch uint64
+		Err   error
+	}
+	StartDone struct {
+		Epoch uint64
+		Err   error
+	}
+	MonitorDone struct {
+		Epoch uint64
+		Err   error
+	}
+	StopDone struct {
+		Epoch uint64
+		Err   error
+	}
+	ReleaseDone struct {
+		Epoch uint64
+		Err   error
+	}
+)
+
+// Requests from outside.
+type (
+	// HandoverAsked: release cleanly, then move leadership to To ("" = any).
+	HandoverAsked struct{ To string }
+	// TransferDone reports a Transfer.
+	TransferDone struct{ Err error }
+	// ShutdownAsked: release cleanly and stop.
+	ShutdownAsked struct{}
+)
+
+func (AcquireDone) event()     {}
+func (ConfirmDone) event()     {}
+func (BoundDone) event()       {}
+func (FenceDone) event()       {}
+func (MountIntentDone) event() {}
+func (StartDone) event()       {}
+func (MonitorDone) event()     {}
+func (StopDone) event()        {}
+func (ReleaseDone) event()     {}
+func (HandoverAsked) event()   {}
+func (TransferDone) event()    {}
+func (ShutdownAsked) event()   {}
+
+// Action is something the driver does and, where it has a result, reports
+// back as an Event.
+type Action interface{ action() }
+
+// Actions.
+type (
+	// Acquire commits a grant of the next epoch to this node → AcquireDone.
+	Acquire struct{}
+	// Confirm commits a barrier created after T0 → ConfirmDone.
+	Confirm struct {
+		Epoch uint64
+		T0    Time
+	}
+	// AskBound asks a majority when each last heard from Former →
+	// BoundDone (see BoundOf).
+	AskBound struct {
+		Epoch  uint64
+		Former string
+	}
+	// Record commits the holder state for status (best effort, no event).
+	Record struct {
+		Epoch  uint64
+		State  string
+		Reason string
+	}
+	// Fence powers Targets off, confirms by read-back and commits the
+	// records → FenceDone.
+	Fence struct {
+		Epoch   uint64
+		Targets []string
+		Reason  string
+	}
+	// MountIntent commits that this node starts the storage at Epoch →
+	// MountIntentDone. The replicated state refuses it while another node
+	// may still run the storage.
+	MountIntent struct{ Epoch uint64 }
+	// Start starts the storage with Epoch as its token → StartDone.
+	Start struct {
+		Epoch    uint64
+		Previous string
+	}
+	// Monitor checks the storage → MonitorDone.
+	Monitor struct{ Epoch uint64 }
+	// Stop stops the storage, giving up at Deadline → StopDone.
+	Stop struct {
+		Epoch    uint64
+		Deadline Time
+	}
+	// Release commits that this node holds nothing at Epoch any more →
+	// ReleaseDone.
+	Release struct {
+		Epoch  uint64
+		Reason string
+	}
+	// Transfer hands raft leadership to To ("" = raft's choice) →
+	// TransferDone. No acquire happens while it runs.
+	Transfer struct{ To string }
+	// Cancel abandons the in-flight work of Epoch's tenure (a fence, a
+	// bound query, a start or a monitor): its results no longer matter.
+	Cancel struct{ Epoch uint64 }
+	// SelfFence resets the node: it may still run the storage and cannot
+	// prove otherwise.
+	SelfFence struct{ Reason string }
+)
+
+func (Acquire) action()     {}
+func (Confirm) action()     {}
+func (AskBound) action()    {}
+func (Record) action()      {}
+func (Fence) action()       {}
+func (MountIntent) action() {}
+func (Start) action()       {}
+func (Monitor) action()     {}
+func (Stop) action()        {}
+func (Release) action()     {}
+func (Transfer) action()    {}
+func (Cancel) action()      {}
+func (SelfFence) action()   {}
+
+// Backoff of fence retries while blocked.
+const (
+	firstBackoff = time.Second
+	maxBackoff   = 30 * time.Second
+	// releaseTries bounds the attempts to commit a release while leader.
+	releaseTries = 3
+)
+
+// Machine is one node's tenure state. The zero value is not usable: call
+// New. A Machine is not safe for concurrent use; the driver owns it.
+type Machine struct {
+	cfg Config
+
+	phase    Phase
+	stopping bool
+
+	// The tenure (valid from Waiting to Releasing).
+	epoch       uint64
+	previous    string // holder before this grant (for the storage)
+	t0          Time   // start of the acquire
+	actingUntil Time
+	leaseEnd    Time // former holder's lease certainly over (Waiting)
+	bounded     bool // the majority bound was applied
+	triedFormer bool // the former holder was fenced once (it vanished)
+	fenceAt     Time // next fence attempt while Blocked
+	backoff     time.Duration
+	blocked     string // why, while Blocked
+	nextRenew   Time
+	confirming  bool
+	starting    bool
+	monitoring  bool
+	nextMonitor Time
+	demotion    Demotion
+	stopBy      Time // self-fence if the storage has not stopped by then
+	stopAsked   bool
+	releases    int  // release attempts
+	releaseAt   Time // next release attempt
+	storage     string
+
+	// Between tenures.
+	acquireAt    Time // next acquire attempt
+	cooldown     Time // no acquire before (after a storage fault here)
+	transferAt   Time // next leadership transfer attempt (standby, witness)
+	handover     *string
+	transferring bool
+	lastView     View
+	leader       bool
+}
+
+// New returns the machine of a node that holds nothing.
+func New(cfg Config) *Machine {
+	return &Machine{cfg: cfg, storage: StorageStopped, backoff: firstBackoff}
+}
+
+// Phase is the machine's phase.
+func (m *Machine) Phase() Phase { return m.phase }
+
+// Epoch is the epoch this node holds, or 0.
+func (m *Machine) Epoch() uint64 {
+	if m.inTenure() {
+		return m.epoch
+	}
+	return 0
+}
+
+// Acting reports whether this node may act as primary at now.
+func (m *Machine) Acting(now Time) bool { return m.phase == Serving && now < m.actingUntil }
+
+// ActingUntil is when this node's right to act ends (0 when it has none).
+func (m *Machine) ActingUntil() Time {
+	if m.phase < Waiting || m.phase > Serving {
+		return 0
+	}
+	return m.actingUntil
+}
+
+// Storage is the storage's state as this node runs it.
+func (m *Machine) Storage() string { return m.storage }
+
+// BlockedReason says why a takeover is blocked ("" when it is not).
+func (m *Machine) BlockedReason() string {
+	if m.phase != Blocked {
+		return ""
+	}
+	return m.blocked
+}
+
+// Demotion is why the last tenure ended.
+func (m *Machine) Demotion() Demotion { return m.demotion }
+
+// Done reports that the machine will do nothing more (stopped or
+// self-fenced).
+func (m *Machine) Done() bool { return m.phase == Stopped || m.phase == SelfFenced }
+
+// Role is the role this node reports.
+func (m *Machine) Role() string {
+	switch m.phase {
+	case Waiting, Fencing, Blocked, Mounting:
+		return RolePrimaryElect
+	case Serving:
+		return RolePrimary
+	case Demoting, Releasing, SelfFenced:
+		return RoleDemoting
+	}
+	if m.stopping {
+		return RoleStopping
+	}
+	return RoleSecondary
+}
+
+func (m *Machine) inTenure() bool { return m.phase >= Waiting && m.phase <= Releasing }
+
+// holding reports a tenure that has not begun to give up yet.
+func (m *Machine) holding() bool { return m.phase >= Waiting && m.phase <= Serving }
+
+// Wake returns the earliest moment after now at which the machine needs a
+// step even if nothing happens (Never: only an event or a change of
+// leadership or state can move it).
+func (m *Machine) Wake(now Time) Time {
+	w := Never
+	at := func(ts ...Time) {
+		for _, t := range ts {
+			if t > now && t < w {
+				w = t
+			}
+		}
+	}
+	switch {
+	case m.holding():
+		at(m.actingUntil)
+		if !m.confirming {
+			at(m.nextRenew)
+		}
+		switch m.phase {
+		case Waiting:
+			at(m.leaseEnd)
+		case Blocked:
+			at(m.fenceAt, m.leaseEnd)
+		case Serving:
+			if m.cfg.Storage && !m.monitoring {
+				at(m.nextMonitor)
+			}
+		}
+	case m.phase == Demoting:
+		at(m.stopBy)
+	case m.phase == Releasing:
+		if m.releaseAt != 0 {
+			at(m.releaseAt)
+		}
+	case m.phase == Secondary && m.leader && !m.transferring:
+		at(m.acquireAt, m.cooldown, m.transferAt)
+	}
+	return w
+}
+
+// Step advances the machine by one input and returns what to do.
+func (m *Machine) Step(in Input) []Action {
+	if m.Done() {
+		return nil
+	}
+	m.lastView, m.leader = in.View, in.Leader
+	var acts []Action
+	if e := in.Event; e != nil {
+		acts = m.handle(in, e)
+	}
+	return append(acts, m.advance(in)...)
+}
+
+// handle applies an event.
+func (m *Machine) handle(in Input, e Event) []Action {
+	t := m.cfg.Timing
+	switch e := e.(type) {
+	case HandoverAsked:
+		to := e.To
+		m.handover = &to
+	case ShutdownAsked:
+		m.stopping = true
+	case TransferDone:
+		m.transferring = false
+		if e.Err != nil {
+			// raft gave up waiting, but the target may still win the
+			// election it was told to start: grabbing primacy back now
+			// would make this node a former holder that the winner
+			// fences. Keep off it for a lease; retry the transfer (for a
+			// standby or witness) in a heartbeat.
+			m.transferAt = in.Now.Add(t.Heartbeat)
+			m.cooldown = max(m.cooldown, in.Now.Add(t.Lease))
+		}
+	case AcquireDone:
+		if m.phase != Acquiring {
+			return nil
+		}
+		if e.Err != nil {
+			m.phase = Secondary
+			m.acquireAt = in.Now.Add(t.Heartbeat)
+			return nil
+		}
+		g := e.Grant
+		m.phase = Waiting
+		m.epoch, m.previous = g.Epoch, g.Previous
+		m.actingUntil = t.ActingUntil(m.t0)
+		// The acquire committed after the former holder's last renewal
+		// did: waiting lease + margin from here covers that lease; a
+		// majority's answers may bound it sooner.
+		m.leaseEnd = t.SuccessorWait(in.Now)
+		m.bounded, m.triedFormer = false, false
+		m.backoff, m.fenceAt, m.blocked = firstBackoff, 0, ""
+		m.nextRenew = m.t0.Add(t.Heartbeat)
+		m.confirming, m.starting, m.monitoring, m.stopAsked = false, false, false, false
+		m.releases, m.releaseAt = 0, 0
+		m.demotion = Demotion{}
+		m.storage = StorageStopped
+		if f := g.LeaseOf; f != "" && f != m.cfg.Self {
+			return []Action{AskBound{Epoch: m.epoch, Former: f}}
+		}
+	case ConfirmDone:
+		if !m.holding() || e.Epoch != m.epoch {
+			return nil
+		}
+		m.confirming = false
+		if e.Err == nil {
+			m.actingUntil = max(m.actingUntil, t.ActingUntil(e.T0))
+		}
+	case BoundDone:
+		if e.Epoch != m.epoch || !m.holding() || !e.OK || m.bounded {
+			return nil
+		}
+		m.bounded = true
+		m.leaseEnd = min(m.leaseEnd, t.SuccessorWait(e.Bound))
+	case FenceDone:
+		if e.Epoch != m.epoch || m.phase != Fencing {
+			return nil
+		}
+		var why []string
+		for _, n := range m.pending(in.View) {
+			if msg, ok := e.Failed[n]; ok {
+				why = append(why, n+": "+msg)
+			}
+		}
+		if len(why) == 0 {
+			m.phase = Waiting
+			m.backoff = firstBackoff
+			return nil
+		}
+		m.phase = Blocked
+		m.blocked = fmt.Sprintf("every fence path failed (%s); retrying in %s; `fencectl confirm NODE --yes` overrides",
+			strings.Join(why, "; "), m.backoff)
+		m.fenceAt = in.Now.Add(m.backoff)
+		m.backoff = min(m.backoff*2, maxBackoff)
+		return []Action{Record{Epoch: m.epoch, State: HolderBlocked, Reason: m.blocked}}
+	case MountIntentDone:
+		if e.Epoch != m.epoch || m.phase != Mounting || m.starting {
+			return nil
+		}
+		if e.Err != nil {
+			return m.demote(in, ReasonMountRefused, e.Err.Error())
+		}
+		if in.Now >= m.actingUntil {
+			return m.demote(in, ReasonLeaseExpired, "before the storage started")
+		}
+		m.starting = true
+		m.storage = StorageStarting
+		return []Action{Start{Epoch: m.epoch, Previous: m.previous}}
+	case StartDone:
+		if e.Epoch != m.epoch || !m.starting {
+			return nil
+		}
+		m.starting = false
+		if e.Err != nil {
+			m.storage = StorageFailed
+			if m.phase == Mounting {
+				return m.demote(in, ReasonStartFailed, e.Err.Error())
+			}
+			return nil // already demoting: the stop follows (advance)
+		}
+		m.storage = StorageRunning
+		if m.phase != Mounting {
+			return nil
+		}
+		m.phase = Serving
+		m.nextMonitor = in.Now.Add(m.cfg.MonitorInterval)
+		return []Action{Record{Epoch: m.epoch, State: HolderMounted}}
+	case MonitorDone:
+		if e.Epoch != m.epoch || !m.monitoring {
+			return nil
+		}
+		m.monitoring = false
+		m.nextMonitor = in.Now.Add(m.cfg.MonitorInterval)
+		if e.Err != nil && m.phase == Serving {
+			return m.demote(in, ReasonMonitorFailed, e.Err.Error())
+		}
+	case StopDone:
+		if e.Epoch != m.epoch || m.phase != Demoting {
+			return nil
+		}
+		if e.Err != nil {
+			m.storage = StorageFailed
+			return m.selfFence(fmt.Sprintf("storage did not stop within %s: %v", t.Grace, e.Err))
+		}
+		m.storage = StorageStopped
+		return m.release(in)
+	case ReleaseDone:
+		if e.Epoch != m.epoch || m.phase != Releasing {
+			return nil
+		}
+		if e.Err != nil && in.Leader && m.releases < releaseTries {
+			// Still leading: the commit failed for a passing reason
+			// (e.g. a leadership transfer under way); try again.
+			m.releaseAt = in.Now.Add(t.Heartbeat / 2)
+			return nil
+		}
+		return m.released(in)
+	}
+	return nil
+}
+
+// advance does what the current phase, time and state call for.
+func (m *Machine) advance(in Input) []Action {
+	t := m.cfg.Timing
+	var acts []Action
+	if m.holding() {
+		if d, ok := m.mustDemote(in); ok {
+			acts = m.demote(in, d.Reason, d.Detail)
+		} else if in.Now >= m.nextRenew && !m.confirming {
+			m.confirming = true
+			acts = append(acts, Confirm{Epoch: m.epoch, T0: in.Now})
+			m.nextRenew = in.Now.Add(t.Heartbeat)
+		}
+	}
+	switch m.phase {
+	case Secondary:
+		return append(acts, m.idle(in)...)
+	case Waiting, Fencing, Blocked:
+		return append(acts, m.gate(in)...)
+	case Serving:
+		if m.cfg.Storage && !m.monitoring && in.Now >= m.nextMonitor {
+			m.monitoring = true
+			acts = append(acts, Monitor{Epoch: m.epoch})
+		}
+	case Demoting:
+		if m.starting {
+			// A start in flight ends first (its context is cancelled);
+			// then the storage is stopped.
+			if in.Now >= m.stopBy {
+				return m.selfFence(fmt.Sprintf("storage start did not return within %s of the demotion", t.Grace))
+			}
+			break
+		}
+		if !m.stopAsked {
+			m.stopAsked = true
+			m.storage = StorageStopping
+			acts = append(acts, Stop{Epoch: m.epoch, Deadline: m.stopBy})
+		} else if in.Now >= m.stopBy {
+			m.storage = StorageFailed
+			return m.selfFence(fmt.Sprintf("storage did not stop within %s", t.Grace))
+		}
+	case Releasing:
+		if m.releaseAt != 0 && in.Now >= m.releaseAt {
+			m.releaseAt = 0
+			return append(acts, m.releaseAction())
+		}
+	}
+	return acts
+}
+
+// mustDemote reports why a holding tenure must end now, if it must.
+func (m *Machine) mustDemote(in Input) (Demotion, bool) {
+	v := in.View
+	switch {
+	case in.Now >= m.actingUntil:
+		return Demotion{Reason: ReasonLeaseExpired}, true
+	case !in.Leader:
+		return Demotion{Reason: ReasonLostLeadership}, true
+	case v.Epoch > m.epoch || v.Epoch == m.epoch && v.Holder != m.cfg.Self:
+		// (A view older than the grant says nothing: it has not applied
+		// the acquire yet.)
+		return Demotion{Reason: ReasonSuperseded, Detail: fmt.Sprintf("epoch %d superseded by %s at %d", m.epoch, v.Holder, v.Epoch)}, true
+	case m.stopping:
+		return Demotion{Reason: ReasonShutdown}, true
+	case m.handover != nil:
+		return Demotion{Reason: ReasonHandover}, true
+	case v.Standby[m.cfg.Self]:
+		return Demotion{Reason: ReasonStandby}, true
+	}
+	return Demotion{}, false
+}
+
+// idle is a node that holds nothing: acquire when it leads and may hold,
+// otherwise hand leadership on.
+func (m *Machine) idle(in Input) []Action {
+	if m.stopping {
+		m.phase = Stopped
+		return nil
+	}
+	if !in.Leader {
+		m.handover = nil // only a leader hands over
+		return nil
+	}
+	if m.transferring {
+		return nil // leadership is on its way elsewhere
+	}
+	if m.handover != nil {
+		to := *m.handover
+		m.handover = nil
+		return m.transfer(in, to)
+	}
+	if m.cfg.Witness || in.View.Standby[m.cfg.Self] || in.Now < m.cooldown {
+		// Never primary here (a witness, a standby node, or a node whose
+		// storage just failed): let another node lead.
+		if in.Now >= m.transferAt {
+			return m.transfer(in, "")
+		}
+		return nil
+	}
+	if in.Now < m.acquireAt {
+		return nil
+	}
+	m.phase = Acquiring
+	m.t0 = in.Now
+	return []Action{Acquire{}}
+}
+
+// pending lists the nodes other than this one that may still run the
+// storage.
+func (m *Machine) pending(v View) []string {
+	var ns []string
+	for n := range v.Unconfirmed {
+		if n != m.cfg.Self {
+			ns = append(ns, n)
+		}
+	}
+	slices.Sort(ns)
+	return ns
+}
+
+// gate is the takeover gate: the tenure passes once every node that may
+// still run the storage is confirmed stopped, and the former holder's
+// lease has certainly run out (or it is confirmed stopped).
+func (m *Machine) gate(in Input) []Action {
+	v := in.View
+	if v.Epoch != m.epoch {
+		return nil // the grant is not applied here yet
+	}
+	pending := m.pending(v)
+	former := v.LeaseOf
+	if former == m.cfg.Self {
+		former = ""
+	}
+	leaseWait := former != "" && in.Now < m.leaseEnd
+	// A former holder that vanished without releasing is fenced too when
+	// it has fence devices, once per tenure, even if it never ran the
+	// storage: a node that disappears uncleanly is fenced, and a confirmed
+	// fence also ends the wait for its lease early. If that fence fails,
+	// its lease still runs out and the takeover goes on.
+	vanished := former != "" && !slices.Contains(pending, former) && !m.triedFormer && m.cfg.Fenceable[former]
+	if len(pending) == 0 && !leaseWait && !vanished {
+		return m.pass()
+	}
+	if m.phase == Fencing {
+		return nil // a fence is running
+	}
+	var unfenceable []string
+	for _, n := range pending {
+		if !m.cfg.Fenceable[n] {
+			unfenceable = append(unfenceable, n)
+		}
+	}
+	if len(unfenceable) > 0 {
+		why := fmt.Sprintf("%v may still run the storage and %s no fence devices: waiting for `fencectl confirm`",
+			unfenceable, map[bool]string{true: "has", false: "have"}[len(unfenceable) == 1])
+		if m.phase != Blocked || m.blocked != why {
+			m.phase, m.blocked = Blocked, why
+			m.fenceAt = Never
+			return []Action{Record{Epoch: m.epoch, State: HolderBlocked, Reason: why}}
+		}
+		return nil
+	}
+	targets := pending
+	if vanished {
+		targets = append(slices.Clone(pending), former)
+	}
+	if len(targets) == 0 || m.phase == Blocked && in.Now < m.fenceAt {
+		if m.phase == Blocked && len(pending) == 0 {
+			m.phase = Waiting // a confirmation arrived; only the lease is left
+		}
+		return nil
+	}
+	m.triedFormer = m.triedFormer || vanished
+	m.phase = Fencing
+	return []Action{
+		Record{Epoch: m.epoch, State: HolderFencing, Reason: fmt.Sprintf("fencing %v", targets)},
+		Fence{Epoch: m.epoch, Targets: targets, Reason: fmt.Sprintf("takeover by %s at epoch %d", m.cfg.Self, m.epoch)},
+	}
+}
+
+// pass leaves the gate: commit the mount intent, or with no storage start
+// serving at once.
+func (m *Machine) pass() []Action {
+	m.blocked = ""
+	if !m.cfg.Storage {
+		m.phase = Serving
+		return []Action{Record{Epoch: m.epoch, State: HolderMounted}}
+	}
+	m.phase = Mounting
+	return []Action{MountIntent{Epoch: m.epoch}}
+}
+
+// demote is the graceful expiry: stop acting at once, stop the storage
+// within grace (or self-fence), then record the release.
+func (m *Machine) demote(in Input, r Reason, detail string) []Action {
+	m.demotion = Demotion{Reason: r, Detail: detail}
+	m.actingUntil = 0
+	m.confirming, m.monitoring = false, false
+	acts := []Action{Cancel{Epoch: m.epoch}}
+	if m.storage == StorageStopped && !m.starting {
+		return append(acts, m.release(in)...)
+	}
+	m.phase = Demoting
+	m.stopBy = in.Now.Add(m.cfg.Timing.Grace)
+	m.stopAsked = false
+	return acts // the stop is asked by advance
+}
+
+// release records that nothing runs any more, so the successor needs
+// neither a fence nor the lease wait.
+func (m *Machine) release(in Input) []Action {
+	m.phase = Releasing
+	m.releases = 0
+	return []Action{m.releaseAction()}
+}
+
+func (m *Machine) releaseAction() Action {
+	m.releases++
+	return Release{Epoch: m.epoch, Reason: m.demotion.String()}
+}
+
+// released ends the tenure: hand leadership on if asked or if the storage
+// failed here, and keep off primacy for a lease after a storage fault.
+func (m *Machine) released(in Input) []Action {
+	t := m.cfg.Timing
+	m.phase = Secondary
+	m.storage = StorageStopped
+	m.acquireAt = 0
+	var acts []Action
+	standby := in.View.Standby[m.cfg.Self]
+	fault := m.demotion.Reason.StorageFault()
+	if fault {
+		m.cooldown = in.Now.Add(t.Lease)
+	}
+	if m.stopping {
+		m.phase = Stopped
+		return nil
+	}
+	if in.Leader && (m.handover != nil || standby || fault) {
+		to := ""
+		if m.handover != nil {
+			to = *m.handover
+		}
+		m.handover = nil
+		acts = append(acts, m.transfer(in, to)...)
+	}
+	return acts
+}
+
+func (m *Machine) transfer(in Input, to string) []Action {
+	m.transferring = true
+	m.transferAt = in.Now.Add(m.cfg.Timing.Heartbeat)
+	return []Action{Transfer{To: to}}
+}
+
+func (m *Machine) selfFence(reason string) []Action {
+	m.phase = SelfFenced
+	return []Action{SelfFence{Reason: reason}}
+}
+
+// Unconfirmed returns a copy of the nodes the last view listed as maybe
+// running the storage (for status).
+func (m *Machine) Unconfirmed() map[string]uint64 { return maps.Clone(m.lastView.Unconfirmed) }

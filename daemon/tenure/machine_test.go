@@ -1,0 +1,544 @@
+package tenure
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+var testTiming = Timing{Heartbeat: time.Second, Lease: 3 * time.Second, Margin: 500 * time.Millisecond, Grace: 2 * time.Second, FenceTimeout: 20 * time.Second}
+
+const sec = Time(time.Second)
+
+// rig drives one machine by hand: tests set the time, leadership and view,
+// then step with an event and look at the actions.
+type rig struct {
+	t      *testing.T
+	m      *Machine
+	now    Time
+	leader bool
+	view   View
+	// renew answers every Confirm at once with success, and leaves it out
+	// of the actions step returns (for tests not about renewals).
+	renew bool
+}
+
+func newRig(t *testing.T, mod func(*Config)) *rig {
+	cfg := Config{Self: "a", Timing: testTiming, MonitorInterval: 2 * time.Second,
+		Fenceable: map[string]bool{"a": true, "b": true, "c": true}}
+	if mod != nil {
+		mod(&cfg)
+	}
+	return &rig{t: t, m: New(cfg), now: 100 * sec, view: View{Unconfirmed: map[string]uint64{}}, renew: true}
+}
+
+func (r *rig) step(ev Event) []Action {
+	r.t.Helper()
+	acts := r.m.Step(Input{Now: r.now, Leader: r.leader, View: r.view, Event: ev})
+	if w := r.m.Wake(r.now); w <= r.now {
+		r.t.Fatalf("Wake(%v) = %v: not after now", r.now, w)
+	}
+	if !r.renew {
+		return acts
+	}
+	var out []Action
+	for _, a := range acts {
+		if c, ok := a.(Confirm); ok {
+			out = append(out, r.step(ConfirmDone{Epoch: c.Epoch, T0: c.T0})...)
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+func (r *rig) advance(d time.Duration) { r.now = r.now.Add(d) }
+
+// want checks the phase and that acts holds exactly the given action types
+// (in order).
+func (r *rig) want(acts []Action, phase Phase, kinds ...Action) {
+	r.t.Helper()
+	if r.m.Phase() != phase {
+		r.t.Fatalf("phase %s, want %s (actions %s)", r.m.Phase(), phase, names(acts))
+	}
+	var got, exp []string
+	for _, a := range acts {
+		got = append(got, fmt.Sprintf("%T", a))
+	}
+	for _, k := range kinds {
+		exp = append(exp, fmt.Sprintf("%T", k))
+	}
+	if !reflect.DeepEqual(got, exp) {
+		r.t.Fatalf("actions %v, want %v", names(acts), exp)
+	}
+}
+
+func names(acts []Action) string {
+	var s []string
+	for _, a := range acts {
+		s = append(s, fmt.Sprintf("%T%+v", a, a))
+	}
+	return "[" + strings.Join(s, " ") + "]"
+}
+
+func find[T Action](t *testing.T, acts []Action) T {
+	t.Helper()
+	for _, a := range acts {
+		if v, ok := a.(T); ok {
+			return v
+		}
+	}
+	var zero T
+	t.Fatalf("no %T in %s", zero, names(acts))
+	return zero
+}
+
+// grant runs the machine through an acquire of epoch e; the view then
+// names this node as holder at e.
+func (r *rig) grant(e uint64, g Grant) []Action {
+	r.t.Helper()
+	r.leader = true
+	r.want(r.step(nil), Acquiring, Acquire{})
+	r.view.Epoch, r.view.Holder, r.view.LeaseOf = e, "a", g.LeaseOf
+	g.Epoch = e
+	return r.step(AcquireDone{Grant: g})
+}
+
+// serve brings a machine with storage to Serving at epoch e.
+func (r *rig) serve(e uint64) {
+	r.t.Helper()
+	r.want(r.grant(e, Grant{}), Mounting, MountIntent{})
+	r.view.Unconfirmed["a"] = e
+	r.want(r.step(MountIntentDone{Epoch: e}), Mounting, Start{})
+	r.want(r.step(StartDone{Epoch: e}), Serving, Record{})
+	if !r.m.Acting(r.now) {
+		r.t.Fatal("serving but not acting")
+	}
+}
+
+func TestSecondaryNotLeaderDoesNothing(t *testing.T) {
+	r := newRig(t, nil)
+	r.want(r.step(nil), Secondary)
+	if r.m.Wake(r.now) != Never {
+		t.Fatal("a follower with nothing to do wants a wake-up")
+	}
+	if r.m.Role() != RoleSecondary || r.m.Epoch() != 0 {
+		t.Fatal(r.m.Role(), r.m.Epoch())
+	}
+}
+
+func TestAcquireNoStorageNoFormer(t *testing.T) {
+	r := newRig(t, nil)
+	r.want(r.grant(1, Grant{}), Serving, Record{})
+	if !r.m.Acting(r.now) || r.m.Epoch() != 1 || r.m.Role() != RolePrimary {
+		t.Fatal("not acting after an uncontested grant")
+	}
+}
+
+func TestAcquireFailureRetriesAfterHeartbeat(t *testing.T) {
+	r := newRig(t, nil)
+	r.leader = true
+	r.want(r.step(nil), Acquiring, Acquire{})
+	r.want(r.step(AcquireDone{Err: errors.New("leadership lost")}), Secondary)
+	r.want(r.step(nil), Secondary)
+	r.advance(testTiming.Heartbeat)
+	r.want(r.step(nil), Acquiring, Acquire{})
+}
+
+func TestStorageStartsOnlyAfterMountIntent(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.Storage = true })
+	r.serve(1)
+	if r.m.Storage() != StorageRunning {
+		t.Fatal(r.m.Storage())
+	}
+}
+
+func TestMountIntentRefusedReleasesWithoutStop(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.Storage = true })
+	r.want(r.grant(1, Grant{}), Mounting, MountIntent{})
+	r.want(r.step(MountIntentDone{Epoch: 1, Err: errors.New("mount intent refused: b is not confirmed stopped")}), Releasing, Cancel{}, Release{})
+	if r.m.Demotion().Reason != ReasonMountRefused {
+		t.Fatal(r.m.Demotion())
+	}
+}
+
+func TestLeaseExpiredBeforeStartDoesNotStart(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.Storage = true })
+	r.want(r.grant(1, Grant{}), Mounting, MountIntent{})
+	r.advance(testTiming.Lease - testTiming.Margin)
+	acts := r.step(MountIntentDone{Epoch: 1})
+	r.want(acts, Releasing, Cancel{}, Release{})
+	if r.m.Demotion().Reason != ReasonLeaseExpired {
+		t.Fatal(r.m.Demotion())
+	}
+}
+
+func TestFormerLeaseWaitedOut(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.Fenceable = map[string]bool{} })
+	acts := r.grant(2, Grant{Previous: "b", LeaseOf: "b"})
+	r.want(acts, Waiting, AskBound{})
+	if ab := find[AskBound](t, acts); ab.Former != "b" || ab.Epoch != 2 {
+		t.Fatal(ab)
+	}
+	granted := r.now
+	for r.now < granted.Add(testTiming.Lease+testTiming.Margin) {
+		acts := r.step(nil)
+		if r.m.Phase() != Waiting {
+			t.Fatalf("left the gate %s before lease + margin: %s", granted.Add(testTiming.Lease+testTiming.Margin).Sub(r.now), names(acts))
+		}
+		r.now = r.m.Wake(r.now)
+	}
+	r.want(r.step(nil), Serving, Record{})
+}
+
+func TestBoundShortensTheWait(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.Fenceable = map[string]bool{} })
+	r.want(r.grant(2, Grant{LeaseOf: "b"}), Waiting, AskBound{})
+	bound := r.now.Add(-2 * time.Second) // the majority last heard from b 2s ago
+	r.want(r.step(BoundDone{Epoch: 2, Bound: bound, OK: true}), Waiting)
+	if w := r.m.leaseEnd; w != bound.Add(testTiming.Lease+testTiming.Margin) {
+		t.Fatalf("wait ends %v, want bound + lease + margin %v", w, bound.Add(testTiming.Lease+testTiming.Margin))
+	}
+	r.now = bound.Add(testTiming.Lease + testTiming.Margin)
+	r.want(r.step(nil), Serving, Record{})
+	// A bound for another epoch, or not OK, is ignored.
+	r2 := newRig(t, func(c *Config) { c.Fenceable = map[string]bool{} })
+	r2.grant(2, Grant{LeaseOf: "b"})
+	r2.step(BoundDone{Epoch: 1, Bound: 0, OK: true})
+	r2.step(BoundDone{Epoch: 2, Bound: 0, OK: false})
+	if w := r2.m.leaseEnd; w != r2.now.Add(testTiming.Lease+testTiming.Margin) {
+		t.Fatalf("ignored bound moved the wait: %v", w)
+	}
+}
+
+func TestVanishedFormerIsFencedOnceAndFailureDoesNotBlock(t *testing.T) {
+	r := newRig(t, nil)
+	acts := r.grant(2, Grant{LeaseOf: "b"})
+	r.want(acts, Fencing, AskBound{}, Record{}, Fence{})
+	if f := find[Fence](t, acts); !reflect.DeepEqual(f.Targets, []string{"b"}) {
+		t.Fatal(f.Targets)
+	}
+	// The fence failed: b was not running the storage, so its lease still
+	// running out is enough.
+	r.want(r.step(FenceDone{Epoch: 2, Failed: map[string]string{"b": "BMC unreachable"}}), Waiting)
+	r.advance(testTiming.Heartbeat / 2)
+	r.want(r.step(nil), Waiting) // not fenced again
+}
+
+func TestConfirmedFenceOfFormerEndsTheWait(t *testing.T) {
+	r := newRig(t, nil)
+	r.grant(2, Grant{LeaseOf: "b"})
+	r.view.LeaseOf = "" // the fence record cleared it
+	r.want(r.step(FenceDone{Epoch: 2}), Serving, Record{})
+}
+
+func TestPendingHolderFencedThenBlockedWithBackoff(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.Storage = true })
+	r.view.Unconfirmed["b"] = 1
+	acts := r.grant(2, Grant{LeaseOf: "b"})
+	r.want(acts, Fencing, AskBound{}, Record{}, Fence{})
+	wantBackoff := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 30 * time.Second, 30 * time.Second}
+	for i, b := range wantBackoff {
+		acts = r.step(FenceDone{Epoch: 2, Failed: map[string]string{"b": "every level failed"}})
+		r.want(acts, Blocked, Record{})
+		if rec := find[Record](t, acts); rec.State != HolderBlocked || !strings.Contains(rec.Reason, "fence") {
+			t.Fatal(rec)
+		}
+		if r.m.fenceAt != r.now.Add(b) {
+			t.Fatalf("try %d: next fence in %s, want %s", i, r.m.fenceAt.Sub(r.now), b)
+		}
+		// Keep the lease alive while blocked.
+		r.m.actingUntil = r.now.Add(time.Hour)
+		r.now = r.m.fenceAt
+		acts = r.step(nil)
+		if _, ok := acts[len(acts)-1].(Fence); !ok || r.m.Phase() != Fencing {
+			t.Fatalf("try %d: no new fence at the backoff's end: %s", i, names(acts))
+		}
+	}
+	// The fence succeeds: b is confirmed stopped in the state, the lease
+	// wait has long passed.
+	delete(r.view.Unconfirmed, "b")
+	r.view.LeaseOf = ""
+	r.want(r.step(FenceDone{Epoch: 2}), Mounting, MountIntent{})
+}
+
+func TestUnfenceablePendingBlocksUntilConfirm(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.Storage = true; c.Fenceable = map[string]bool{} })
+	r.view.Unconfirmed["b"] = 1
+	acts := r.grant(2, Grant{LeaseOf: "b"})
+	r.want(acts, Blocked, AskBound{}, Record{})
+	if !strings.Contains(r.m.BlockedReason(), "no fence devices") {
+		t.Fatal(r.m.BlockedReason())
+	}
+	for range 100 { // waits; only renews
+		r.now = r.m.Wake(r.now)
+		r.want(r.step(nil), Blocked)
+	}
+	// An admin's confirmation clears b.
+	delete(r.view.Unconfirmed, "b")
+	r.view.LeaseOf = ""
+	r.want(r.step(nil), Mounting, MountIntent{})
+}
+
+func TestRenewalsExtendTheLeaseAndSilenceEndsIt(t *testing.T) {
+	r := newRig(t, nil)
+	r.renew = false
+	r.grant(1, Grant{})
+	until := r.m.ActingUntil()
+	if until != r.now.Add(testTiming.Lease-testTiming.Margin) {
+		t.Fatalf("acting until %v", until)
+	}
+	r.advance(testTiming.Heartbeat)
+	acts := r.step(nil)
+	c := find[Confirm](t, acts)
+	if c.T0 != r.now {
+		t.Fatal(c)
+	}
+	r.advance(10 * time.Millisecond)
+	r.step(ConfirmDone{Epoch: 1, T0: c.T0})
+	if r.m.ActingUntil() != c.T0.Add(testTiming.Lease-testTiming.Margin) {
+		t.Fatalf("renewal did not extend the lease from its start: %v", r.m.ActingUntil())
+	}
+	// No further confirmation: the lease ends exactly at t0 + lease − margin.
+	r.now = r.m.ActingUntil() - 1
+	r.step(ConfirmDone{Epoch: 1, T0: r.now, Err: errors.New("timeout")})
+	if !r.m.Acting(r.now) {
+		t.Fatal("stopped acting before the lease ended")
+	}
+	r.now++
+	if r.m.Acting(r.now) {
+		t.Fatal("acting at lease − margin")
+	}
+	r.want(r.step(nil), Releasing, Cancel{}, Release{})
+	if r.m.Demotion().Reason != ReasonLeaseExpired {
+		t.Fatal(r.m.Demotion())
+	}
+}
+
+func TestOneRenewalInFlight(t *testing.T) {
+	r := newRig(t, nil)
+	r.renew = false
+	r.grant(1, Grant{})
+	r.advance(testTiming.Heartbeat)
+	find[Confirm](t, r.step(nil))
+	r.advance(testTiming.Heartbeat)
+	for _, a := range r.step(nil) {
+		if _, ok := a.(Confirm); ok {
+			t.Fatal("second renewal while one is in flight")
+		}
+	}
+}
+
+func TestDemotionStopsWithinGraceThenReleases(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.Storage = true })
+	r.serve(3)
+	r.leader = false
+	acts := r.step(nil)
+	r.want(acts, Demoting, Cancel{}, Stop{})
+	if s := find[Stop](t, acts); s.Deadline != r.now.Add(testTiming.Grace) {
+		t.Fatal(s)
+	}
+	if r.m.Acting(r.now) || r.m.Role() != RoleDemoting {
+		t.Fatal("acting while demoting")
+	}
+	acts = r.step(StopDone{Epoch: 3})
+	r.want(acts, Releasing, Release{})
+	if rel := find[Release](t, acts); rel.Epoch != 3 || rel.Reason != ReasonLostLeadership.String() {
+		t.Fatal(rel)
+	}
+	r.want(r.step(ReleaseDone{Epoch: 3}), Secondary)
+	if r.m.Demotion().Reason != ReasonLostLeadership {
+		t.Fatal(r.m.Demotion())
+	}
+}
+
+func TestFailedOrHungStopSelfFences(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.Storage = true })
+	r.serve(1)
+	r.leader = false
+	r.step(nil)
+	acts := r.step(StopDone{Epoch: 1, Err: errors.New("umount: target is busy")})
+	r.want(acts, SelfFenced, SelfFence{})
+	if r.step(nil) != nil || !r.m.Done() {
+		t.Fatal("a self-fenced machine still acts")
+	}
+
+	r = newRig(t, func(c *Config) { c.Storage = true })
+	r.serve(1)
+	r.leader = false
+	r.step(nil)
+	r.advance(testTiming.Grace - 1)
+	r.want(r.step(nil), Demoting)
+	r.advance(1)
+	r.want(r.step(nil), SelfFenced, SelfFence{})
+}
+
+func TestStartInFlightAtDemotionIsStoppedAfterItReturns(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.Storage = true })
+	r.want(r.grant(1, Grant{}), Mounting, MountIntent{})
+	r.want(r.step(MountIntentDone{Epoch: 1}), Mounting, Start{})
+	r.leader = false
+	r.want(r.step(nil), Demoting, Cancel{})
+	r.want(r.step(StartDone{Epoch: 1, Err: errors.New("context canceled")}), Demoting, Stop{})
+	r.want(r.step(StopDone{Epoch: 1}), Releasing, Release{})
+
+	// A start that never returns: self-fence at the grace's end.
+	r = newRig(t, func(c *Config) { c.Storage = true })
+	r.grant(1, Grant{})
+	r.step(MountIntentDone{Epoch: 1})
+	r.leader = false
+	r.step(nil)
+	r.advance(testTiming.Grace)
+	r.want(r.step(nil), SelfFenced, SelfFence{})
+}
+
+func TestMonitorFailureReleasesTransfersAndCoolsDown(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.Storage = true })
+	r.serve(1)
+	r.advance(2 * time.Second)
+	r.m.actingUntil = r.now.Add(time.Hour)
+	acts := r.step(nil)
+	find[Monitor](t, acts)
+	r.want(r.step(MonitorDone{Epoch: 1, Err: errors.New("mount gone")}), Demoting, Cancel{}, Stop{})
+	r.want(r.step(StopDone{Epoch: 1}), Releasing, Release{})
+	acts = r.step(ReleaseDone{Epoch: 1})
+	r.want(acts, Secondary, Transfer{})
+	if r.m.Demotion().Reason != ReasonMonitorFailed || !strings.Contains(r.m.Demotion().String(), "mount gone") {
+		t.Fatal(r.m.Demotion())
+	}
+	// Still leader during the cooldown (no other node took it): no
+	// acquire, only transfers, one at a time; a failed transfer keeps it
+	// off primacy for another lease (the target may still win).
+	r.want(r.step(nil), Secondary)
+	r.want(r.step(TransferDone{Err: errors.New("leadership transfer timeout")}), Secondary)
+	if r.m.cooldown != r.now.Add(testTiming.Lease) {
+		t.Fatalf("cooldown ends in %s", r.m.cooldown.Sub(r.now))
+	}
+	for range 2 {
+		r.now = r.m.Wake(r.now)
+		r.want(r.step(nil), Secondary, Transfer{})
+		r.want(r.step(TransferDone{}), Secondary)
+	}
+	// Leadership came back after all: once the cooldown is over, acquire.
+	r.now = r.m.cooldown
+	r.want(r.step(nil), Acquiring, Acquire{})
+}
+
+func TestHandoverReleasesBeforeTransfer(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.Storage = true })
+	r.serve(4)
+	// Many concurrent requests: one demotion, one transfer, to the last.
+	r.want(r.step(HandoverAsked{To: "b"}), Demoting, Cancel{}, Stop{})
+	r.want(r.step(HandoverAsked{To: "c"}), Demoting)
+	r.want(r.step(StopDone{Epoch: 4}), Releasing, Release{})
+	r.want(r.step(HandoverAsked{To: "c"}), Releasing)
+	acts := r.step(ReleaseDone{Epoch: 4})
+	r.want(acts, Secondary, Transfer{})
+	if tr := find[Transfer](t, acts); tr.To != "c" {
+		t.Fatal(tr)
+	}
+	if r.m.Demotion().Reason != ReasonHandover {
+		t.Fatal(r.m.Demotion())
+	}
+}
+
+func TestReleaseRetriedWhileLeader(t *testing.T) {
+	r := newRig(t, nil)
+	r.grant(1, Grant{})
+	r.step(HandoverAsked{})
+	busy := errors.New("leadership transfer in progress")
+	for try := 1; try < releaseTries; try++ {
+		r.want(r.step(ReleaseDone{Epoch: 1, Err: busy}), Releasing)
+		r.now = r.m.Wake(r.now)
+		r.want(r.step(nil), Releasing, Release{})
+	}
+	// Out of tries: give up (the successor fences), and still hand over.
+	r.want(r.step(ReleaseDone{Epoch: 1, Err: busy}), Secondary, Transfer{})
+}
+
+func TestHandoverWhenNotHoldingTransfersAtOnce(t *testing.T) {
+	r := newRig(t, nil)
+	r.leader = true
+	r.m.acquireAt = r.now.Add(time.Hour) // not acquiring right now
+	acts := r.step(HandoverAsked{To: "b"})
+	r.want(acts, Secondary, Transfer{})
+	if find[Transfer](t, acts).To != "b" {
+		t.Fatal(acts)
+	}
+	// A follower ignores it.
+	r2 := newRig(t, nil)
+	r2.want(r2.step(HandoverAsked{To: "b"}), Secondary)
+}
+
+func TestShutdown(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.Storage = true })
+	r.serve(1)
+	r.want(r.step(ShutdownAsked{}), Demoting, Cancel{}, Stop{})
+	r.want(r.step(StopDone{Epoch: 1}), Releasing, Release{})
+	r.want(r.step(ReleaseDone{Epoch: 1}), Stopped)
+	if !r.m.Done() || r.m.Demotion().Reason != ReasonShutdown {
+		t.Fatal(r.m.Phase(), r.m.Demotion())
+	}
+	r = newRig(t, nil)
+	r.want(r.step(ShutdownAsked{}), Stopped)
+	// Shutdown while the acquire is in flight: the grant is released.
+	r = newRig(t, nil)
+	r.leader = true
+	r.step(nil)
+	r.step(ShutdownAsked{})
+	r.view.Epoch, r.view.Holder = 1, "a"
+	r.want(r.step(AcquireDone{Grant: Grant{Epoch: 1}}), Releasing, Cancel{}, Release{})
+}
+
+func TestStandbyAndWitnessNeverAcquire(t *testing.T) {
+	r := newRig(t, nil)
+	r.grant(1, Grant{})
+	r.view.Standby = map[string]bool{"a": true}
+	r.want(r.step(nil), Releasing, Cancel{}, Release{})
+	r.want(r.step(ReleaseDone{Epoch: 1}), Secondary, Transfer{})
+	r.want(r.step(TransferDone{Err: errors.New("timeout")}), Secondary)
+	r.advance(testTiming.Heartbeat)
+	r.want(r.step(nil), Secondary, Transfer{})
+
+	w := newRig(t, func(c *Config) { c.Witness = true })
+	w.leader = true
+	w.want(w.step(nil), Secondary, Transfer{})
+	w.want(w.step(nil), Secondary) // one at a time
+	w.want(w.step(TransferDone{Err: errors.New("timeout")}), Secondary)
+	w.advance(testTiming.Heartbeat / 2)
+	w.want(w.step(nil), Secondary) // once a heartbeat
+	w.advance(testTiming.Heartbeat / 2)
+	w.want(w.step(nil), Secondary, Transfer{})
+}
+
+func TestSupersededAndStaleViews(t *testing.T) {
+	r := newRig(t, nil)
+	r.grant(5, Grant{})
+	stale := r.view
+	stale.Epoch = 4
+	if acts := r.m.Step(Input{Now: r.now, Leader: true, View: stale}); r.m.Phase() != Serving {
+		t.Fatalf("a view older than the grant demoted: %s", names(acts))
+	}
+	r.view.Epoch, r.view.Holder = 6, "b"
+	r.want(r.step(nil), Releasing, Cancel{}, Release{})
+	if r.m.Demotion().Reason != ReasonSuperseded {
+		t.Fatal(r.m.Demotion())
+	}
+}
+
+func TestResultsOfAnotherTenureIgnored(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.Storage = true })
+	r.serve(2)
+	for _, ev := range []Event{StartDone{Epoch: 1, Err: errors.New("x")}, MonitorDone{Epoch: 1, Err: errors.New("x")},
+		StopDone{Epoch: 1, Err: errors.New("x")}, FenceDone{Epoch: 1}, MountIntentDone{Epoch: 1, Err: errors.New("x")},
+		ConfirmDone{Epoch: 1, T0: r.now.Add(time.Hour)}, ReleaseDone{Epoch: 1}, AcquireDone{Grant: Grant{Epoch: 9}}} {
+		before := r.m.ActingUntil()
+		r.want(r.step(ev), Serving)
+		if r.m.ActingUntil() != before {
+			t.Fatalf("%T of another tenure changed the lease", ev)
+		}
+	}
+}
