@@ -60,15 +60,19 @@ type entry struct {
 // daemon's Resource contract (Start, Stop, Monitor) and adds Probe for a
 // node that is not primary, and Status for the API.
 //
-// Start, Stop and Probe are serialised; Monitor and Status never block on
-// them. Safe for concurrent use.
+// Start, Stop and Probe take turns (each waits for the others within its
+// context); Monitor and Status never block on them. Safe for concurrent
+// use.
 type Group struct {
 	node    string
 	log     *slog.Logger
 	members []*entry
 
-	mu  sync.Mutex // one Start, Stop or Probe at a time
-	tok token
+	// turn admits one Start, Stop or Probe at a time; taking it honours
+	// the caller's context, so a Stop whose grace runs out while a Start
+	// still winds down fails (and the node self-fences) instead of waiting.
+	turn chan struct{}
+	tok  token
 
 	// Background monitors of the current tenure, owned by the group:
 	// started by a successful Start, cancelled and waited for by Stop.
@@ -88,7 +92,7 @@ func New(ctx context.Context, cfg *config.Config, node string, log *slog.Logger)
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	g := &Group{node: node, log: log.With("component", "resources"), failed: make(chan struct{})}
+	g := &Group{node: node, log: log.With("component", "resources"), failed: make(chan struct{}), turn: make(chan struct{}, 1)}
 	if len(cfg.Resources) == 0 {
 		if !cfg.Storage.StorageSet() {
 			return nil, nil
@@ -208,15 +212,31 @@ func (g *Group) MonitorInterval() time.Duration {
 	return iv
 }
 
+// take waits for the group's turn; release gives it back.
+func (g *Group) take(ctx context.Context, op string) error {
+	select {
+	case g.turn <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("resources: %s: another start, stop or probe still runs: %w", op, context.Cause(ctx))
+	}
+}
+
+func (g *Group) release() { <-g.turn }
+
 // Start starts the resources in order with epoch as the fencing token and
 // previous as the former holder. When resource k fails to start, k, k−1 …
-// 1 are stopped in reverse order (each within its stop timeout, even if
-// ctx is cancelled meanwhile) and the start error is returned; a resource
-// whose stop failed stays "failed" for Stop to retry. After a successful
-// Start each resource is monitored on its own interval until Stop.
+// 1 are stopped in reverse order, each within its stop timeout, and the
+// start error is returned. When ctx ends meanwhile (the node demotes),
+// Start returns at once and leaves the stopping to Stop, which the caller
+// runs within the grace period; so it does for a resource whose stop
+// failed during the rollback (it stays "failed"). After a successful Start
+// each resource is monitored on its own interval until Stop.
 func (g *Group) Start(ctx context.Context, epoch uint64, previous string) error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	if err := g.take(ctx, "start"); err != nil {
+		return err
+	}
+	defer g.release()
 	g.stopMonitors()
 	g.tok = token{epoch: epoch, previous: previous}
 	g.smu.Lock()
@@ -230,10 +250,8 @@ func (g *Group) Start(ctx context.Context, epoch uint64, previous string) error 
 	log := g.log.With("epoch", epoch)
 	begin := time.Now()
 	for i, e := range g.members {
-		if err := ctx.Err(); err != nil {
-			err = fmt.Errorf("resource %s: not started: %w", e.name, context.Cause(ctx))
-			g.rollback(ctx, i-1, log)
-			return err
+		if ctx.Err() != nil {
+			return fmt.Errorf("resource %s: not started: %w", e.name, context.Cause(ctx))
 		}
 		g.setState(e, StateStarting, "")
 		t0 := time.Now()
@@ -243,6 +261,9 @@ func (g *Group) Start(ctx context.Context, epoch uint64, previous string) error 
 		if err != nil {
 			g.fail(e, err)
 			err = fmt.Errorf("resource %s (%d of %d) failed to start: %w", e.name, i+1, len(g.members), err)
+			if ctx.Err() != nil {
+				return err // cut short: Stop stops what runs, within the grace period
+			}
 			log.Error("resource start failed: stopping the ones started before it", "resource", e.name, "err", err)
 			g.rollback(ctx, i, log)
 			return err
@@ -255,24 +276,23 @@ func (g *Group) Start(ctx context.Context, epoch uint64, previous string) error 
 	return nil
 }
 
-// rollback stops members last … 0 in reverse after a failed start. Each
-// stop gets its own timeout, not ctx's cancellation: a start cut short must
-// still undo what it did.
+// rollback stops members last … 0 in reverse after a failed start, each
+// within its stop timeout; it gives up at the first stop that fails (as
+// Stop does) or when ctx ends, leaving the rest to Stop.
 func (g *Group) rollback(ctx context.Context, last int, log *slog.Logger) {
-	base := context.WithoutCancel(ctx)
-	for j := last; j >= 0; j-- {
+	for j := last; j >= 0 && ctx.Err() == nil; j-- {
 		e := g.members[j]
 		if g.state(e) == StateStopped {
 			continue
 		}
 		g.setState(e, StateStopping, "")
-		sctx, cancel := withTimeout(base, e.timeouts.stop)
+		sctx, cancel := withTimeout(ctx, e.timeouts.stop)
 		err := e.m.stop(sctx, g.tok)
 		cancel()
 		if err != nil {
 			g.fail(e, err)
 			log.Error("resource stop after a failed start failed; it may still run", "resource", e.name, "err", err)
-			continue
+			return
 		}
 		g.setState(e, StateStopped, "")
 		log.Info("resource stopped", "resource", e.name, "after", "failed start")
@@ -286,8 +306,10 @@ func (g *Group) rollback(ctx context.Context, last int, log *slog.Logger) {
 // lies beneath a resource that still runs (unmounting under a live
 // service) could do harm and the node is about to be reset anyway.
 func (g *Group) Stop(ctx context.Context) error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	if err := g.take(ctx, "stop"); err != nil {
+		return err
+	}
+	defer g.release()
 	g.stopMonitors()
 	log := g.log.With("epoch", g.tok.epoch)
 	for i := len(g.members) - 1; i >= 0; i-- {
@@ -345,7 +367,7 @@ func (g *Group) startMonitors() {
 }
 
 // stopMonitors cancels the background monitors (killing any agent still
-// running) and waits for them. Called with g.mu held.
+// running) and waits for them. Called in the group's turn.
 func (g *Group) stopMonitors() {
 	if g.monCancel != nil {
 		g.monCancel()
@@ -407,8 +429,10 @@ var ErrIneligible = errors.New("node ineligible")
 // ineligible for primacy. Call it before the node becomes eligible, never
 // while it is primary.
 func (g *Group) Probe(ctx context.Context) error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	if err := g.take(ctx, "probe"); err != nil {
+		return err
+	}
+	defer g.release()
 	g.stopMonitors()
 	tok := token{}
 	var errs []error

@@ -122,3 +122,69 @@ func TestParseOCFDuration(t *testing.T) {
 		}
 	}
 }
+
+// slowAgent's start hangs; stop and monitor work.
+const slowAgent = `#!/bin/sh
+case "$1" in
+meta-data) cat <<'END'
+<resource-agent name="Slow"><parameters><parameter name="state" required="1"><content type="string"/></parameter></parameters>
+<actions><action name="start" timeout="60s"/><action name="stop" timeout="5s"/><action name="monitor" timeout="5s"/></actions></resource-agent>
+END
+exit 0;;
+start) touch "$OCF_RESKEY_state"; sleep 3600; exit 0;;
+stop) rm -f "$OCF_RESKEY_state"; exit 0;;
+monitor) [ -e "$OCF_RESKEY_state" ] && exit 0; exit 7;;
+esac
+exit 3
+`
+
+// TestStartCutShort: a demotion cancels a start that hangs; Start returns
+// at once without a rollback, a Stop whose deadline passes while the
+// start still runs fails (the node would self-fence), and the next Stop
+// stops what was started, the half-started resource included.
+func TestStartCutShort(t *testing.T) {
+	needAgent(t, dummy)
+	dir := t.TempDir()
+	cfg := config.Default()
+	cfg.OCFRoot = testRoot(t, map[string]string{"Slow": slowAgent})
+	os.Symlink(filepath.Join(config.DefaultOCFRoot, "resource.d", "heartbeat"), filepath.Join(cfg.OCFRoot, "resource.d", "heartbeat"))
+	cfg.Resources = []config.Resource{
+		{Name: "base", OCF: dummy, Params: map[string]string{"state": filepath.Join(dir, "base")}},
+		{Name: "slow", OCF: "test:Slow", Params: map[string]string{"state": filepath.Join(dir, "slow")}},
+	}
+	g, err := New(context.Background(), cfg, "n", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan error, 1)
+	go func() { started <- g.Start(ctx, 5, "") }()
+	for !exists(filepath.Join(dir, "slow")) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	err = g.Stop(sctx)
+	scancel()
+	if err == nil || !strings.Contains(err.Error(), "another start, stop or probe still runs") {
+		t.Errorf("stop during a running start: %v", err)
+	}
+	t0 := time.Now()
+	cancel()
+	select {
+	case err := <-started:
+		if err == nil || time.Since(t0) > 2*time.Second {
+			t.Errorf("cut-short start returned %v after %s", err, time.Since(t0))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("start did not return after its context ended")
+	}
+	if got := states(g); strings.Join(got, " ") != "base=running slow=failed" {
+		t.Errorf("states after the cut-short start %v", got)
+	}
+	if err := g.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if exists(filepath.Join(dir, "base")) || exists(filepath.Join(dir, "slow")) {
+		t.Error("Stop left something running")
+	}
+}
