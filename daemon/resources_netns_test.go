@@ -232,7 +232,9 @@ type pinger struct {
 var rePing = regexp.MustCompile(`^\[(\d+)\.(\d+)\] \d+ bytes from `)
 
 func (o *ocfNet) ping(tb testing.TB) *pinger {
-	cmd := exec.Command("ip", "netns", "exec", o.client, "ping", "-D", "-n", "-i", "0.02", "-W", "1", o.vip)
+	// stdbuf: ping's output is a pipe here; each reply must reach us as
+	// it comes, not in blocks.
+	cmd := exec.Command("ip", "netns", "exec", o.client, "stdbuf", "-oL", "ping", "-D", "-n", "-i", "0.02", "-W", "1", o.vip)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		tb.Fatal(err)
@@ -351,20 +353,22 @@ func (o *ocfNet) killPrimary(ctx context.Context, pg *pinger, p *devcluster.Node
 	if err != nil {
 		return f, err
 	}
-	for ctx.Err() == nil {
-		if gap, resumed := pg.gap(kill); !resumed.IsZero() && pg.repliesAfter(resumed) >= 5 {
-			f.gap, f.killToOK = gap, resumed.Sub(kill)
-			break
-		}
+	acting := logTimes(q.Log, kill, "primary: acting", "epoch="+strconv.FormatUint(e2, 10))
+	if len(acting) == 0 {
+		return f, fmt.Errorf("%s's log does not say it acts at epoch %d", q.Name, e2)
+	}
+	f.acting = acting[0].Sub(kill)
+	// The silence lies between the fence and the new primary's address:
+	// measure once replies come from the new primary (after it acts).
+	for ctx.Err() == nil && pg.repliesAfter(acting[0]) < 5 {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if ctx.Err() != nil {
 		return f, fmt.Errorf("the client's pings did not resume on %s: %w", q.Name, ctx.Err())
 	}
+	gap, resumed := pg.gap(kill)
+	f.gap, f.killToOK = gap, resumed.Sub(kill)
 	f.neighOK = o.clientNeigh() == newMAC
-	if acting := logTimes(q.Log, kill, "primary: acting", "epoch="+strconv.FormatUint(e2, 10)); len(acting) > 0 {
-		f.acting = acting[0].Sub(kill)
-	}
 	// Power the old primary back on: a fresh machine rejoins as a
 	// secondary and learns the epoch.
 	o.c.BMCs[p.Index].SetPower(true)

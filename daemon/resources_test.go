@@ -214,7 +214,7 @@ func TestResourceGroupDummyCluster(t *testing.T) {
 
 	// Start failure in the middle: r2 cannot start on another node any
 	// more; hand primacy to it.
-	victim := c.Other(q)
+	victim := c.Other(q, p) // not the node whose monitor just failed: it may hold back a while
 	transferAt := time.Now()
 	os.RemoveAll(filepath.Dir(state(victim.Name, "r2")))
 	cl := q.Client()
