@@ -267,6 +267,7 @@ func (d *Daemon) apiHandler() http.Handler {
 		writeJSON(w, http.StatusOK, api.VersionInfo{SchemaVersion: SchemaVersion, Node: d.self, Version: api.Version, Go: runtime.Version()})
 	})
 	d.adminRoutes(mux)
+	d.resourceRoutes(mux)
 	// Profiles for diagnosing a slow or busy daemon, on the local socket only.
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)

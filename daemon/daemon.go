@@ -17,7 +17,6 @@ import (
 	"github.com/fenced/fenced/agents"
 	"github.com/fenced/fenced/daemon/api"
 	"github.com/fenced/fenced/daemon/config"
-	"github.com/fenced/fenced/daemon/storage"
 	"github.com/fenced/fenced/daemon/tenure"
 	"github.com/fenced/fenced/quorum"
 	"github.com/fenced/fenced/stonith"
@@ -147,12 +146,15 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 	d.engine.DefaultTimeout = cfg.Timing.FenceTimeout.D()
 	d.fencer = &engineFencer{d: d, engine: d.engine}
 	d.metrics = newMetrics(d)
-	if d.opts.Resource == nil && (cfg.Storage.Mount != nil || cfg.Storage.Hooks.Start != "" || cfg.Storage.Hooks.Monitor != "") {
-		m, err := storage.New(cfg.Storage, cfg.Node, d.log)
+	if d.opts.Resource == nil {
+		// The resource group: resources, or the storage shorthand.
+		g, err := newResourceGroup(cfg, d)
 		if err != nil {
 			return nil, err
 		}
-		d.opts.Resource = m
+		if g != nil {
+			d.opts.Resource = g
+		}
 	}
 	if cfg.Metrics.Listen != "" {
 		ml, err := net.Listen("tcp", cfg.Metrics.Listen)

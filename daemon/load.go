@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/fenced/fenced/agents"
 	"github.com/fenced/fenced/daemon/config"
+	"github.com/fenced/fenced/daemon/resource"
 )
 
 // LoadConfig reads, validates and resolves the configuration for node
@@ -40,6 +42,7 @@ func CheckConfig(path string, reg *agents.Registry) (*config.Config, error) {
 	ps = append(ps, cfg.Validate(reg)...)
 	if len(ps) == 0 {
 		ps = append(ps, checkAgents(cfg, reg)...)
+		ps = append(ps, resource.Check(context.Background(), cfg)...)
 		if err := checkSocketPath(cfg.API.Socket); err != nil {
 			ps = append(ps, config.Problem{File: cfg.File(), Line: cfg.Line("api.socket"), Path: "api.socket", Msg: err.Error()})
 		}

@@ -49,7 +49,7 @@ func newMetrics(d *Daemon) *metrics {
 	}
 	m.reg.MustRegister(m.fences, m.attempts, m.duration, m.blocked, m.monitorOK, m.inflight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.reg.MustRegister(&stateCollector{d: d})
+	m.reg.MustRegister(&stateCollector{d: d}, &resourceCollector{d: d})
 	return m
 }
 

@@ -28,9 +28,10 @@ func newStatusCmd(a *app) *cobra.Command {
 	var interval time.Duration
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Show the cluster: quorum, primary and epoch, every node",
+		Short: "Show the cluster: quorum, primary and epoch, every node, this node's resources",
 		Long: `Show the cluster as the local node sees it: quorum (votes seen and needed),
-the primary and its epoch, this node's own view, and every configured node.
+the primary and its epoch, this node's own view, every configured node, and
+the resources of this node's group (see resource list).
 
 With --watch it keeps asking the daemon every --interval: on a terminal the
 view is redrawn in place (like crm_mon); otherwise, and with -o json, it
@@ -53,6 +54,12 @@ Ctrl-C ends it with exit status 0.`,
 				return a.printJSON(st)
 			}
 			printStatus(a.out, &st)
+			// This node's resources (table only: resource list -o json
+			// has them as JSON).
+			if res, err := fetchResources(cmd.Context(), a); err == nil && len(res.Resources) > 0 {
+				fmt.Fprintf(a.out, "\nResources on %s (%s):\n", res.Node, res.Role)
+				printResources(a.out, res)
+			}
 			return nil
 		},
 	}

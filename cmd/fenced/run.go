@@ -64,13 +64,18 @@ func newValidateCmd(_ context.Context, s *stdio) *cobra.Command {
 		Use:   "validate",
 		Short: "Check a configuration file and list every problem",
 		Long: `Check a configuration file: syntax, unknown fields, types, node list, timing
-relations, devices and their agents' parameters. Every problem is listed as
-FILE:LINE: PATH: MESSAGE. Exit status 0 when valid, 3 when not.`,
+relations, devices and their agents' parameters, resources and their OCF
+agents' parameters (from each agent's meta-data). With --node, also run each
+OCF agent's validate-all on this machine as that node. Every problem is listed
+as FILE:LINE: PATH: MESSAGE. Exit status 0 when valid, 3 when not.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := daemon.CheckConfig(path, agents.Default)
 			if err == nil && node != "" {
 				_, err = cfg.SelectNode(node, "")
+				if err == nil {
+					err = daemon.ValidateNode(cmd.Context(), cfg)
+				}
 			}
 			if err != nil {
 				fmt.Fprintln(s.err, err)
@@ -81,7 +86,7 @@ FILE:LINE: PATH: MESSAGE. Exit status 0 when valid, 3 when not.`,
 		},
 	}
 	cmd.Flags().StringVarP(&path, "config", "c", defaultConfig, "configuration file")
-	cmd.Flags().StringVar(&node, "node", "", "also check that NAME is a configured node")
+	cmd.Flags().StringVar(&node, "node", "", "also check that NAME is a configured node, and run the OCF agents' validate-all as NAME")
 	return cmd
 }
 

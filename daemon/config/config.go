@@ -29,6 +29,11 @@ type Config struct {
 	Gossip  Gossip            `yaml:"gossip"`
 	Devices map[string]Device `yaml:"devices"`
 	Storage Storage           `yaml:"storage"`
+	// Resources is the ordered resource group the primary runs (see
+	// resources.go); Storage is its one-resource shorthand.
+	Resources []Resource `yaml:"resources,omitempty"`
+	// OCFRoot is where OCF resource agents live (resource.d/PROVIDER/TYPE).
+	OCFRoot string `yaml:"ocf_root"`
 	// Watchdog used to self-fence when a demotion cannot finish in time.
 	Watchdog Watchdog `yaml:"watchdog"`
 	Metrics  Metrics  `yaml:"metrics"`
@@ -213,6 +218,7 @@ func Default() *Config {
 		DataDir: "/var/lib/fenced",
 		API:     API{Socket: "/run/fenced/fenced.sock"},
 		Storage: Storage{MonitorInterval: Duration(2 * time.Second)},
+		OCFRoot: DefaultOCFRoot,
 		History: History{Limit: 1000},
 	}
 }

@@ -65,6 +65,7 @@ func (c *Config) Validate(reg *agents.Registry) Problems {
 	}
 	v.devices(reg)
 	v.storage()
+	v.resources()
 	if c.Watchdog.Device != "" && !filepath.IsAbs(c.Watchdog.Device) {
 		v.add("watchdog.device", "%q must be an absolute path", c.Watchdog.Device)
 	}

@@ -27,10 +27,23 @@ func (c *Cluster) startBMCs(cfg *config.Config) error {
 	}
 	for i := range cfg.Nodes {
 		b, err := ipmisim.StartBMC(ipmisim.BMCConfig{
-			Password:   BMCPassword,
-			PoweredOn:  true,
-			OnPowerOff: func() error { c.Nodes[i].Kill(); return nil },
-			OnPowerOn:  func() error { return c.Nodes[i].Start() },
+			Password:  BMCPassword,
+			PoweredOn: true,
+			OnPowerOff: func() error {
+				c.Nodes[i].Kill()
+				if c.Opts.PowerOff != nil {
+					c.Opts.PowerOff(i)
+				}
+				return nil
+			},
+			OnPowerOn: func() error {
+				if c.Opts.PowerOn != nil {
+					if err := c.Opts.PowerOn(i); err != nil {
+						return err
+					}
+				}
+				return c.Nodes[i].Start()
+			},
 		})
 		if err != nil {
 			c.closeBMCs()

@@ -58,6 +58,11 @@ type Options struct {
 	// NodeConfig adjusts node i's own configuration file (e.g. a metrics
 	// address of its own).
 	NodeConfig func(i int, c *config.Config)
+	// PowerOff runs after a simulated BMC's power-off killed node i (the
+	// machine's own state goes: see Machines); PowerOn before its
+	// power-on starts the node again.
+	PowerOff func(i int)
+	PowerOn  func(i int) error
 }
 
 // Cluster is a set of fenced processes.

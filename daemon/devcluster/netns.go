@@ -59,6 +59,30 @@ func NewNetns(prefix string, n, subnet int) (*Netns, error) {
 	return ns, nil
 }
 
+// AddHost adds a namespace Prefix+name with address addr/24 on eth0,
+// joined to the nodes' bridge (a client of the cluster), and returns the
+// namespace's name. Close deletes it with the others.
+func (ns *Netns) AddHost(name, addr string) (string, error) {
+	nsName := ns.Prefix + name
+	veth := "v" + ns.Prefix + name
+	if len(veth) > 12 {
+		veth = veth[len(veth)-12:]
+	}
+	for _, s := range [][]string{
+		{"ip", "netns", "add", nsName},
+		{"ip", "-n", nsName, "link", "set", "lo", "up"},
+		{"ip", "-n", ns.sw, "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", nsName},
+		{"ip", "-n", ns.sw, "link", "set", veth, "master", "br0", "up"},
+		{"ip", "-n", nsName, "addr", "add", addr + "/24", "dev", "eth0"},
+		{"ip", "-n", nsName, "link", "set", "eth0", "up"},
+	} {
+		if out, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {
+			return "", fmt.Errorf("%s: %v: %s", strings.Join(s, " "), err, strings.TrimSpace(string(out)))
+		}
+	}
+	return nsName, nil
+}
+
 // Name is node i's namespace.
 func (ns *Netns) Name(i int) string { return fmt.Sprintf("%s%d", ns.Prefix, i) }
 

@@ -1,0 +1,193 @@
+package config
+
+import (
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// DefaultOCFRoot is where Debian, RHEL and SUSE install OCF resource agents.
+const DefaultOCFRoot = "/usr/lib/ocf"
+
+// Resource monitor intervals when monitor_interval is not given: OCF
+// agents are checked as often as they advise in their meta-data (their
+// monitor action's interval), else every DefaultOCFMonitorInterval; mounts
+// and hooks as often as storage.monitor_interval's default.
+const (
+	DefaultOCFMonitorInterval     = 10 * time.Second
+	DefaultStorageMonitorInterval = 2 * time.Second
+)
+
+// Resource is one member of the resource group: started in list order on
+// the primary after the takeover gate, stopped in reverse order within
+// timing.grace on demotion. Exactly one of OCF, Mount, Hooks is set.
+type Resource struct {
+	Name string `yaml:"name"`
+	// OCF names an OCF resource agent as PROVIDER:TYPE, run from
+	// OCF_ROOT/resource.d/PROVIDER/TYPE (e.g. heartbeat:IPaddr2).
+	OCF string `yaml:"ocf,omitempty"`
+	// Mount is a filesystem mount, as storage.mount.
+	Mount *Mount `yaml:"mount,omitempty"`
+	// Hooks are start/stop/monitor programs, as storage.hooks.
+	Hooks *Hooks `yaml:"hooks,omitempty"`
+	// Params are the OCF agent's instance parameters, passed as
+	// OCF_RESKEY_<name>; checked against the agent's meta-data at load.
+	Params map[string]string `yaml:"params,omitempty"`
+	// MonitorInterval is how often the resource is checked on the primary;
+	// 0 takes the default (see DefaultOCFMonitorInterval).
+	MonitorInterval Duration `yaml:"monitor_interval,omitempty"`
+	// Timeouts bound each action; 0 takes the agent's advised timeout
+	// (OCF meta-data) or 20s. A stop is always bounded by what is left of
+	// timing.grace.
+	Timeouts ResourceTimeouts `yaml:"timeouts,omitempty"`
+}
+
+// ResourceTimeouts are per-action time limits.
+type ResourceTimeouts struct {
+	Start   Duration `yaml:"start,omitempty"`
+	Stop    Duration `yaml:"stop,omitempty"`
+	Monitor Duration `yaml:"monitor,omitempty"`
+}
+
+// Kind is "ocf", "mount" or "hooks" ("" when none or several are set).
+func (r Resource) Kind() string {
+	var kinds []string
+	if r.OCF != "" {
+		kinds = append(kinds, "ocf")
+	}
+	if r.Mount != nil {
+		kinds = append(kinds, "mount")
+	}
+	if r.Hooks != nil {
+		kinds = append(kinds, "hooks")
+	}
+	if len(kinds) != 1 {
+		return ""
+	}
+	return kinds[0]
+}
+
+// Agent splits OCF into provider and type.
+func (r Resource) Agent() (provider, typ string) {
+	provider, typ, _ = strings.Cut(r.OCF, ":")
+	return provider, typ
+}
+
+// StorageSet reports whether the storage shorthand is used (a mount or a
+// hook is configured).
+func (s Storage) StorageSet() bool {
+	return s.Mount != nil || s.Hooks != (Hooks{})
+}
+
+// Problem builds a Problem at path (with its line) for checks made outside
+// Validate, such as reading an OCF agent's meta-data at load.
+func (c *Config) Problem(path, format string, args ...any) Problem {
+	return Problem{File: c.file, Line: c.line(path), Path: path, Msg: fmt.Sprintf(format, args...)}
+}
+
+var (
+	reAgentPart = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]*$`)
+	// reEnvName: parameters become environment variables OCF_RESKEY_<name>.
+	reEnvName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+// resources checks the resources list and ocf_root. The agents' own
+// parameter rules (from their meta-data) are checked at load, outside this
+// pure function (see the resource package's Check).
+func (v *validator) resources() {
+	c := v.c
+	if c.OCFRoot == "" {
+		v.add("ocf_root", "must not be empty (default %s)", DefaultOCFRoot)
+	} else if !filepath.IsAbs(c.OCFRoot) {
+		v.add("ocf_root", "%q must be an absolute path", c.OCFRoot)
+	}
+	if len(c.Resources) == 0 {
+		return
+	}
+	if c.Storage.StorageSet() {
+		v.add("storage", "storage and resources are both set: storage is the shorthand for a one-resource group; "+
+			"move it into resources as `- {name: data, mount: {...}}` and `- {name: app, hooks: {...}}` and remove storage")
+	}
+	names := map[string]string{}
+	for i, r := range c.Resources {
+		p := fmt.Sprintf("resources[%d]", i)
+		switch {
+		case r.Name == "":
+			v.add(p+".name", "required")
+		case !reName.MatchString(r.Name):
+			v.add(p+".name", "%q: use letters, digits, '.', '_' and '-'", r.Name)
+		case names[r.Name] != "":
+			v.add(p+".name", "duplicate resource name %q (also %s)", r.Name, names[r.Name])
+		default:
+			names[r.Name] = p
+		}
+		switch r.Kind() {
+		case "":
+			v.add(p, "give exactly one of ocf (an OCF agent PROVIDER:TYPE), mount or hooks")
+		case "ocf":
+			prov, typ, ok := strings.Cut(r.OCF, ":")
+			if !ok || !reAgentPart.MatchString(prov) || !reAgentPart.MatchString(typ) {
+				v.add(p+".ocf", "%q: want PROVIDER:TYPE, e.g. heartbeat:IPaddr2", r.OCF)
+			}
+		case "mount":
+			v.mount(p+".mount", r.Mount)
+		case "hooks":
+			v.hooks(p+".hooks", *r.Hooks)
+		}
+		if len(r.Params) > 0 && r.OCF == "" {
+			v.add(p+".params", "params are passed to OCF agents only")
+		}
+		for _, name := range sortedKeys(r.Params) {
+			if !reEnvName.MatchString(name) {
+				v.add(p+".params."+name, "%q is not a valid parameter name (letters, digits, '_'; it becomes OCF_RESKEY_%s)", name, name)
+			}
+			if strings.ContainsRune(r.Params[name], 0) {
+				v.add(p+".params."+name, "value contains a NUL byte")
+			}
+		}
+		if r.MonitorInterval < 0 {
+			v.add(p+".monitor_interval", "must not be negative")
+		}
+		for _, t := range []struct {
+			key string
+			d   Duration
+		}{{"start", r.Timeouts.Start}, {"stop", r.Timeouts.Stop}, {"monitor", r.Timeouts.Monitor}} {
+			if t.d < 0 {
+				v.add(p+".timeouts."+t.key, "must not be negative")
+			}
+		}
+		if g := c.Timing.Grace; g > 0 && r.Timeouts.Stop > g {
+			v.add(p+".timeouts.stop", "%s is longer than timing.grace (%s): the whole group must stop within the grace period, else the node self-fences", r.Timeouts.Stop, g)
+		}
+	}
+}
+
+func (v *validator) mount(p string, m *Mount) {
+	if m.Device == "" {
+		v.add(p+".device", "required")
+	}
+	if m.Mountpoint == "" {
+		v.add(p+".mountpoint", "required")
+	} else if !filepath.IsAbs(m.Mountpoint) {
+		v.add(p+".mountpoint", "%q must be an absolute path", m.Mountpoint)
+	}
+	if m.FSType == "" && !hasOption(m.Options, "bind") {
+		v.add(p+".fstype", "required (except for bind mounts)")
+	}
+}
+
+func (v *validator) hooks(p string, h Hooks) {
+	for _, x := range []struct{ key, val string }{{"start", h.Start}, {"stop", h.Stop}, {"monitor", h.Monitor}} {
+		if x.val != "" && !filepath.IsAbs(x.val) {
+			v.add(p+"."+x.key, "%q must be an absolute path", x.val)
+		}
+	}
+	if (h.Start == "") != (h.Stop == "") {
+		v.add(p, "start and stop go together")
+	}
+	if h == (Hooks{}) {
+		v.add(p, "give at least start and stop, or monitor")
+	}
+}

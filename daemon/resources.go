@@ -1,0 +1,67 @@
+package daemon
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/fenced/fenced/daemon/api"
+	"github.com/fenced/fenced/daemon/config"
+	"github.com/fenced/fenced/daemon/resource"
+)
+
+// statusReporter is what the resource group adds to the Resource contract
+// for the API and metrics (discovered by type assertion, so a Resource a
+// test injects needs none of it).
+type statusReporter interface {
+	Status() []resource.Status
+}
+
+// ResourcesNow builds the resource list.
+func (d *Daemon) ResourcesNow() api.ResourceList {
+	l := api.ResourceList{SchemaVersion: api.SchemaVersion, Node: d.self, Role: d.Role(), Epoch: d.Epoch(), Resources: []api.ResourceStatus{}}
+	sr, ok := d.opts.Resource.(statusReporter)
+	if !ok {
+		return l
+	}
+	for _, s := range sr.Status() {
+		rs := api.ResourceStatus{Name: s.Name, Kind: s.Kind, State: s.State, MonitorIntervalSec: s.MonitorInterval.Seconds(),
+			LastResult: s.LastResult, LastMonitorMillis: float64(s.LastTook.Microseconds()) / 1000,
+			Failures: s.Failures, LastError: s.LastError}
+		if !s.LastMonitor.IsZero() {
+			t := s.LastMonitor.UTC().Truncate(time.Millisecond)
+			rs.LastMonitor = &t
+		}
+		l.Resources = append(l.Resources, rs)
+	}
+	return l
+}
+
+func (d *Daemon) resourceRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /v1/resources", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, d.ResourcesNow())
+	})
+}
+
+// newResourceGroup builds the configured resource group (resources, or the
+// storage shorthand), or nil when none is configured.
+func newResourceGroup(cfg *config.Config, d *Daemon) (Resource, error) {
+	g, err := resource.New(context.Background(), cfg, cfg.Node, d.log)
+	if err != nil || g == nil {
+		return nil, err
+	}
+	// The group monitors in the background, each resource on its own
+	// interval; the primary polls it at least every heartbeat.
+	cfg.Storage.MonitorInterval = config.Duration(min(g.MonitorInterval(), cfg.Timing.Heartbeat.D()))
+	return g, nil
+}
+
+// ValidateNode runs, for the selected node, what only that machine can
+// check: each OCF agent's validate-all with its parameters (`fenced
+// validate --node`). Problems carry FILE:LINE: PATH like Validate's.
+func ValidateNode(ctx context.Context, cfg *config.Config) error {
+	if ps := resource.ValidateAll(ctx, cfg, cfg.Node); len(ps) > 0 {
+		return ps
+	}
+	return nil
+}
