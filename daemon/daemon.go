@@ -200,6 +200,7 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.members = m
+	d.markProbe()
 	d.api = d.newAPIServer()
 	if d.metricsLn != nil {
 		// The port is reachable from the network: cap its connections as
@@ -230,6 +231,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	stopLoop := make(chan struct{})
 	writesDone := make(chan struct{})
 	d.group.Go(func() { d.writeLoop(writesDone) })
+	d.probeResources()
 	d.group.Go(func() { d.controlLoop(d.hardCtx, stopLoop) })
 	d.group.Go(func() { d.metaLoop(d.loopDone) })
 	if d.metricsSrv != nil {
