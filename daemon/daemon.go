@@ -18,6 +18,7 @@ import (
 	"github.com/fenced/fenced/daemon/api"
 	"github.com/fenced/fenced/daemon/config"
 	"github.com/fenced/fenced/daemon/tenure"
+	"github.com/fenced/fenced/daemon/watchdog"
 	"github.com/fenced/fenced/quorum"
 	"github.com/fenced/fenced/stonith"
 )
@@ -93,6 +94,9 @@ type Daemon struct {
 	tcancel   context.CancelFunc
 	nudge     chan struct{} // wakes the loop (eligibility changed)
 
+	wdMu sync.Mutex
+	wd   *watchdog.Device // armed while this node may hold the storage
+
 	ineligibleMu sync.Mutex
 	ineligible   map[string]string // source → why this node may not take primacy
 	// hardCtx ends at a hard stop; everything the daemon starts ends with it.
@@ -127,7 +131,7 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 	d.lastBeat.Store(int64(d.started))
 	d.view.Store(&tenureView{role: RoleSecondary, storage: tenure.StorageStopped})
 	if opts.SelfFence == nil {
-		d.opts.SelfFence = func(reason string) { selfFence(cfg.Watchdog.Device, d.log, reason) }
+		d.opts.SelfFence = func(reason string) { selfFence(cfg.Watchdog.Device, d.abandonWatchdog(), d.log, reason) }
 	}
 	peers := peersOf(cfg)
 	// The cluster key encrypts gossip and roots raft's mutual TLS.

@@ -171,6 +171,7 @@ func (d *Daemon) publish(m *tenure.Machine, before tenure.Phase) {
 		storage: m.Storage(), blocked: m.BlockedReason()}
 	old := d.view.Swap(v)
 	if after := v.phase; after != before {
+		d.watchdogAfter(before, after)
 		log := d.log.With("epoch", m.Epoch())
 		if before == tenure.Acquiring && after != tenure.Secondary {
 			d.grantedAt = d.now()
@@ -245,7 +246,10 @@ func (d *Daemon) act(m *tenure.Machine, a tenure.Action) {
 		})
 	case tenure.MountIntent:
 		d.logWrite(func() {
-			_, err := d.raft.Apply(quorum.Command{Op: quorum.OpState, Node: d.self, Epoch: a.Epoch, State: quorum.HolderMounting}, timeout)
+			// Armed first: the advertisement must be true from the
+			// moment the storage may start.
+			wd := d.armWatchdog()
+			_, err := d.raft.Apply(quorum.Command{Op: quorum.OpState, Node: d.self, Epoch: a.Epoch, State: quorum.HolderMounting, Watchdog: wd}, timeout)
 			d.post(tenure.MountIntentDone{Epoch: a.Epoch, Err: err})
 		})
 	case tenure.Start:

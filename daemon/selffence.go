@@ -11,10 +11,15 @@ import (
 // device and stops feeding it, then asks the kernel for an immediate reboot
 // (sysrq) so the reset does not wait for the watchdog's timeout. Without
 // one, the process exits hard; systemd's watchdog or restart then applies.
-func selfFence(device string, log *slog.Logger, reason string) {
-	log.Error("SELF-FENCE", "reason", reason, "watchdog", device)
+//
+// armed means the daemon's own handle on the watchdog is armed and no
+// longer fed: it fires by itself.
+func selfFence(device string, armed bool, log *slog.Logger, reason string) {
+	log.Error("SELF-FENCE", "reason", reason, "watchdog", device, "armed", armed)
 	if device != "" {
-		if f, err := os.OpenFile(device, os.O_WRONLY, 0); err == nil {
+		if armed {
+			// Already armed and no longer fed: it fires by itself.
+		} else if f, err := os.OpenFile(device, os.O_WRONLY, 0); err == nil {
 			// Opening arms the watchdog; never writing to it (nor the magic
 			// close character) lets it fire.
 			_ = f

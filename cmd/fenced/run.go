@@ -42,6 +42,9 @@ once.`,
 			if err != nil {
 				return &exitError{exitConfig, err}
 			}
+			for _, w := range cfg.Warnings() {
+				log.Warn("configuration", "warning", w.String())
+			}
 			d, err := daemon.New(cfg, daemon.Options{Logger: log, Notify: systemdNotifier(log), WatchdogInterval: watchdogInterval()})
 			if err != nil {
 				return &exitError{exitStartup, err}
@@ -80,6 +83,9 @@ as FILE:LINE: PATH: MESSAGE. Exit status 0 when valid, 3 when not.`,
 			if err != nil {
 				fmt.Fprintln(s.err, err)
 				return &exitError{exitConfig, errors.New("")}
+			}
+			for _, w := range cfg.Warnings() {
+				fmt.Fprintln(s.err, w)
 			}
 			fmt.Fprintf(s.out, "%s: ok (%d nodes, majority %d)\n", path, len(cfg.Nodes), cfg.Majority())
 			return nil

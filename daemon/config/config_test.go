@@ -280,3 +280,26 @@ func FuzzParse(f *testing.F) {
 		_ = err
 	})
 }
+
+func TestWarnNoFencePathWithoutTokens(t *testing.T) {
+	c, err := Load("testdata/good-minimal.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Storage.Hooks = Hooks{Start: "/bin/true", Stop: "/bin/true"}
+	ws := c.Warnings()
+	if len(ws) == 0 || !strings.Contains(ws.Error(), "no fence topology") {
+		t.Fatalf("no warning for storage without fence paths: %v", ws)
+	}
+	c.Storage.ChecksTokens = true
+	if ws := c.Warnings(); len(ws) != 0 {
+		t.Fatalf("warned with checks_tokens: %v", ws)
+	}
+	c.Storage.ChecksTokens = false
+	for i := range c.Nodes {
+		c.Nodes[i].Fence = []Level{{Watchdog: true}}
+	}
+	if ws := c.Warnings(); len(ws) != 0 {
+		t.Fatalf("warned with fence topologies: %v", ws)
+	}
+}

@@ -274,6 +274,24 @@ func (v *validator) storage() {
 	}
 }
 
+// Warnings are things that are valid but that an admin should know before
+// they bite: each is reported by `fenced validate` and logged at start.
+func (c *Config) Warnings() Problems {
+	var ws Problems
+	holds := c.Storage.StorageSet() || len(c.Resources) > 0
+	if holds && !c.Storage.ChecksTokens {
+		for i, n := range c.Nodes {
+			if n.Witness() || len(n.Fence) > 0 {
+				continue
+			}
+			p := fmt.Sprintf("nodes[%d]", i)
+			ws = append(ws, Problem{File: c.file, Line: c.line(p), Path: p,
+				Msg: fmt.Sprintf("warning: %s may hold the storage but has no fence topology, and storage.checks_tokens is false: a takeover from it blocks until `fencectl confirm`", n.Name)})
+		}
+	}
+	return ws
+}
+
 // Params returns the agent parameters for target ref on its device.
 func (c *Config) Params(ref DeviceRef) agents.Params {
 	return merge(c.Devices[ref.Device].Params, ref)

@@ -1,0 +1,103 @@
+package daemon
+
+import (
+	"time"
+
+	"github.com/fenced/fenced/daemon/tenure"
+	"github.com/fenced/fenced/daemon/watchdog"
+)
+
+// The node's watchdog (watchdog.device): armed just before the mount intent
+// is committed, so the advertisement in the replicated state is true from
+// the moment the storage may start; fed only while the lease is valid; and
+// disarmed once the storage stopped after a demotion. A node that cannot
+// renew its lease stops feeding it at lease − margin and is reset at most
+// the timeout later, which is what the watchdog fence level counts on.
+
+// armWatchdog arms the watchdog if one is configured and returns the
+// timeout to advertise (0: none armed).
+func (d *Daemon) armWatchdog() time.Duration {
+	w := d.cfg.Watchdog
+	if w.Device == "" {
+		return 0
+	}
+	d.wdMu.Lock()
+	defer d.wdMu.Unlock()
+	if d.wd == nil {
+		dev, err := watchdog.Arm(w.Device, w.Timeout.D())
+		if err != nil {
+			d.log.Error("watchdog not armed: it will not be advertised", "err", err)
+			return 0
+		}
+		d.wd = dev
+		d.group.Go(func() { d.feedWatchdog(dev) })
+		d.log.Info("watchdog armed", "device", w.Device, "timeout", dev.Timeout())
+	}
+	return d.wd.Timeout()
+}
+
+// feedWatchdog feeds dev while this node's lease is valid, until it is
+// disarmed or abandoned.
+func (d *Daemon) feedWatchdog(dev *watchdog.Device) {
+	every := min(d.cfg.Timing.Heartbeat.D(), time.Second)
+	if t := dev.Timeout(); t > 0 {
+		every = min(every, t/4)
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-d.hardCtx.Done():
+			return
+		case <-tick.C:
+		}
+		d.wdMu.Lock()
+		armed := d.wd == dev
+		d.wdMu.Unlock()
+		if !armed {
+			return
+		}
+		if v := d.view.Load(); v.actingUntil == 0 || d.now() >= v.actingUntil {
+			continue // no valid lease: let it run out
+		}
+		if err := dev.Pet(); err != nil {
+			d.log.Error("watchdog", "err", err)
+		}
+	}
+}
+
+// disarmWatchdog disarms the watchdog once nothing held runs any more.
+func (d *Daemon) disarmWatchdog() {
+	d.wdMu.Lock()
+	dev := d.wd
+	d.wd = nil
+	d.wdMu.Unlock()
+	if dev == nil {
+		return
+	}
+	if err := dev.Disarm(); err != nil {
+		d.log.Error("watchdog", "err", err)
+		return
+	}
+	d.log.Info("watchdog disarmed: nothing held any more")
+}
+
+// abandonWatchdog stops feeding the armed watchdog for good; it reports
+// whether one was armed.
+func (d *Daemon) abandonWatchdog() bool {
+	d.wdMu.Lock()
+	dev := d.wd
+	d.wdMu.Unlock()
+	if dev == nil {
+		return false
+	}
+	dev.Abandon()
+	return true
+}
+
+// watchdogAfter handles the watchdog across a phase change of the tenure.
+func (d *Daemon) watchdogAfter(before, after tenure.Phase) {
+	if before == tenure.Releasing && (after == tenure.Secondary || after == tenure.Stopped) {
+		d.disarmWatchdog()
+	}
+}
