@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/fenced/fenced/daemon/api"
+	"github.com/fenced/fenced/daemon/config"
 	"github.com/fenced/fenced/quorum"
 )
 
@@ -217,6 +218,14 @@ type (
 	History = api.History
 )
 
+// kindOf is a node's configured role: data or witness.
+func (d *Daemon) kindOf(name string) string {
+	if n, ok := d.cfg.NodeByName(name); ok && n.Witness() {
+		return config.RoleWitness
+	}
+	return config.RoleData
+}
+
 // StatusNow builds the status document.
 func (d *Daemon) StatusNow() Status {
 	st := d.raft.FSM().State()
@@ -224,7 +233,7 @@ func (d *Daemon) StatusNow() Status {
 	s := Status{SchemaVersion: SchemaVersion, Cluster: d.cfg.Cluster.Name, Node: d.self}
 	seen := 0
 	for _, m := range members {
-		ns := api.NodeStatus{Name: m.Name, Address: m.Addr, Gossip: m.State, Raft: m.Meta.Raft, Role: m.Meta.Role,
+		ns := api.NodeStatus{Name: m.Name, Kind: d.kindOf(m.Name), Address: m.Addr, Gossip: m.State, Raft: m.Meta.Raft, Role: m.Meta.Role,
 			Epoch: m.Meta.Epoch, Storage: m.Meta.Storage, Version: m.Meta.Version, RTTMillis: float64(m.RTT.Microseconds()) / 1000}
 		if !m.Contact.IsZero() {
 			c := m.Contact.UTC().Truncate(time.Millisecond)

@@ -150,8 +150,10 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 	d.engine.DefaultTimeout = cfg.Timing.FenceTimeout.D()
 	d.fencer = &engineFencer{d: d, engine: d.engine}
 	d.metrics = newMetrics(d)
-	if d.opts.Resource == nil {
-		// The resource group: resources, or the storage shorthand.
+	self, _ := cfg.NodeByName(cfg.Node)
+	if d.opts.Resource == nil && !self.Witness() {
+		// The resource group: resources, or the storage shorthand (a
+		// witness runs none).
 		g, err := newResourceGroup(cfg, d)
 		if err != nil {
 			return nil, err

@@ -17,12 +17,19 @@ import (
 // (empty: the config's `node`, else hostname). Every problem is reported at
 // once as config.Problems. Agents are built once per target so parameter
 // errors they detect (e.g. a plugin's metadata) count as config problems.
+//
+// A witness holds nothing and fences nobody: on a witness the agents are not
+// built and the resources' agents not read, so it needs neither the device
+// secrets nor the storage's programs on its disk.
 func LoadConfig(path, node, hostname string, reg *agents.Registry) (*config.Config, error) {
-	cfg, err := CheckConfig(path, reg)
+	cfg, err := checkConfig(path, reg, func(cfg *config.Config) (bool, error) {
+		n, err := cfg.SelectNode(node, hostname)
+		if err != nil {
+			return false, err
+		}
+		return n.Witness(), nil
+	})
 	if err != nil {
-		return nil, err
-	}
-	if _, err := cfg.SelectNode(node, hostname); err != nil {
 		return nil, err
 	}
 	return cfg, nil
@@ -31,6 +38,13 @@ func LoadConfig(path, node, hostname string, reg *agents.Registry) (*config.Conf
 // CheckConfig reads and validates the file without selecting a node: what
 // `fenced validate` runs.
 func CheckConfig(path string, reg *agents.Registry) (*config.Config, error) {
+	return checkConfig(path, reg, nil)
+}
+
+// checkConfig reads and validates the file; selectNode, when set, picks
+// this node after the file's own rules passed and says whether it is a
+// witness (which skips the checks of what only data nodes use).
+func checkConfig(path string, reg *agents.Registry, selectNode func(*config.Config) (bool, error)) (*config.Config, error) {
 	cfg, err := config.Load(path)
 	var ps config.Problems
 	if err != nil && !errors.As(err, &ps) {
@@ -40,9 +54,17 @@ func CheckConfig(path string, reg *agents.Registry) (*config.Config, error) {
 		return nil, err
 	}
 	ps = append(ps, cfg.Validate(reg)...)
+	witness := false
+	if len(ps) == 0 && selectNode != nil {
+		if witness, err = selectNode(cfg); err != nil {
+			return nil, err
+		}
+	}
 	if len(ps) == 0 {
-		ps = append(ps, checkAgents(cfg, reg)...)
-		ps = append(ps, resource.Check(context.Background(), cfg)...)
+		if !witness {
+			ps = append(ps, checkAgents(cfg, reg)...)
+			ps = append(ps, resource.Check(context.Background(), cfg)...)
+		}
 		if err := checkSocketPath(cfg.API.Socket); err != nil {
 			ps = append(ps, config.Problem{File: cfg.File(), Line: cfg.Line("api.socket"), Path: "api.socket", Msg: err.Error()})
 		}

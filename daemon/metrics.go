@@ -89,10 +89,11 @@ var (
 	descMembers = prometheus.NewDesc("fenced_members", "Configured nodes by gossip state.", []string{"state"}, nil)
 	descLease   = prometheus.NewDesc("fenced_lease_remaining_seconds", "Time left on this node's primary lease (0 when not primary).", nil, nil)
 	descBlocked = prometheus.NewDesc("fenced_takeover_blocked", "1 while the current takeover is blocked on a fence.", nil, nil)
+	descNodeUp  = prometheus.NewDesc("fenced_node_up", "1 if the configured node is seen alive through gossip, by kind (data or witness).", []string{"node", "kind"}, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descQuorum, descVotes, descNeeded, descRole, descEpoch, descMembers, descLease, descBlocked} {
+	for _, d := range []*prometheus.Desc{descQuorum, descVotes, descNeeded, descRole, descEpoch, descMembers, descLease, descBlocked, descNodeUp} {
 		ch <- d
 	}
 }
@@ -109,6 +110,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	states := map[string]int{"alive": 0, "suspect": 0, "dead": 0, "left": 0, "unknown": 0}
 	for _, n := range s.Nodes {
 		states[n.Gossip]++
+		ch <- prometheus.MustNewConstMetric(descNodeUp, prometheus.GaugeValue, b2f(n.Gossip == "alive" || n.Gossip == "suspect"), n.Name, n.Kind)
 	}
 	for st, n := range states {
 		ch <- prometheus.MustNewConstMetric(descMembers, prometheus.GaugeValue, float64(n), st)

@@ -203,7 +203,7 @@ func TestAgainstCluster(t *testing.T) {
 			if n := checkSchemaLines(t, "status.json", outb.String()); n < 1 {
 				t.Errorf("watch -o json printed no document")
 			}
-		} else if !strings.Contains(outb.String(), "quorum: yes, 3 of 3 configured nodes seen") || !strings.Contains(outb.String(), "node "+p.Name+": alive") {
+		} else if !strings.Contains(outb.String(), "quorum: yes, 3 of 3 configured nodes seen") || !strings.Contains(outb.String(), "node "+p.Name+" (data): alive") {
 			t.Errorf("watch lines:\n%s", outb.String())
 		}
 	}

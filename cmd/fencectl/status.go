@@ -99,11 +99,18 @@ func printStatus(w io.Writer, st *api.Status) {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tADDRESS\tGOSSIP\tRAFT\tROLE\tEPOCH\tSTORAGE\tLAST CONTACT\tVERSION")
+	fmt.Fprintln(tw, "NODE\tKIND\tADDRESS\tGOSSIP\tRAFT\tROLE\tEPOCH\tSTORAGE\tLAST CONTACT\tVERSION")
+	var lost []string
 	for _, n := range st.Nodes {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", cell(n.Name), cell(n.Address), cell(n.Gossip), cell(n.Raft), cell(n.Role), n.Epoch, cell(n.Storage), ago(n.LastContact), cell(n.Version))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", cell(n.Name), cell(n.Kind), cell(n.Address), cell(n.Gossip), cell(n.Raft), cell(n.Role), n.Epoch, cell(n.Storage), ago(n.LastContact), cell(n.Version))
+		if n.Kind == "witness" && n.Gossip != "alive" && n.Gossip != "suspect" {
+			lost = append(lost, n.Name)
+		}
 	}
 	tw.Flush()
+	for _, n := range lost {
+		fmt.Fprintf(w, "\nWitness %s is lost (not seen by gossip): one more failure of a voter leaves no majority.\n", cell(n))
+	}
 }
 
 // watchStatus polls the status until ctx ends (Ctrl-C), which is a clean
@@ -252,7 +259,7 @@ func statusLines(st *api.Status) ([]string, map[string]string) {
 	for _, n := range st.Nodes {
 		k := "node " + cell(n.Name)
 		keys = append(keys, k)
-		m[k] = fmt.Sprintf("%s: %s, raft %s, role %s, epoch %d, storage %s, version %s", k, cell(n.Gossip), cell(n.Raft), cell(n.Role), n.Epoch, cell(n.Storage), cell(n.Version))
+		m[k] = fmt.Sprintf("%s (%s): %s, raft %s, role %s, epoch %d, storage %s, version %s", k, cell(n.Kind), cell(n.Gossip), cell(n.Raft), cell(n.Role), n.Epoch, cell(n.Storage), cell(n.Version))
 	}
 	return keys, m
 }

@@ -48,7 +48,7 @@ func startFake(t *testing.T) *fakeDaemon {
 			Quorum:  api.QuorumStatus{Configured: 3, Seen: 3, Needed: 2, Have: true, Leader: "node1"},
 			Primary: api.PrimaryInfo{Node: "node1", Epoch: e, State: "mounted"},
 			Self:    api.SelfStatus{Role: "primary", Acting: true, Epoch: e, KnownEpoch: e, LeaseLeftSec: float64(now.Nanosecond()) / 1e9, Raft: "Leader", Term: 2},
-			Nodes:   []api.NodeStatus{{Name: "node1", Gossip: "alive", Raft: "Leader", Role: "primary", Epoch: e, LastContact: &now, RTTMillis: float64(now.Nanosecond() % 1000)}}})
+			Nodes:   []api.NodeStatus{{Name: "node1", Kind: "data", Gossip: "alive", Raft: "Leader", Role: "primary", Epoch: e, LastContact: &now, RTTMillis: float64(now.Nanosecond() % 1000)}}})
 	})}
 	var wg sync.WaitGroup
 	wg.Add(1)

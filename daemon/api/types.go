@@ -64,7 +64,10 @@ type SelfStatus struct {
 
 // NodeStatus is one configured node as gossip sees it.
 type NodeStatus struct {
-	Name        string     `json:"name"`
+	Name string `json:"name"`
+	// Kind is the node's configured role: data (may hold primacy and the
+	// storage) or witness (votes, never holds anything).
+	Kind        string     `json:"kind"`
 	Address     string     `json:"address"`
 	Gossip      string     `json:"gossip"`
 	Raft        string     `json:"raftRole"`
