@@ -114,6 +114,36 @@ func (ns *Netns) Isolate(i int) error {
 	return nil
 }
 
+// Cut drops all traffic between nodes i and j only (both directions, with
+// nftables in both namespaces); their links to the other nodes stay up.
+func (ns *Netns) Cut(i, j int) error {
+	for _, p := range [][2]int{{i, j}, {j, i}} {
+		peer := ns.Hosts[p[1]]
+		rules := fmt.Sprintf(`table inet fenced_cut%d {
+  chain in { type filter hook input priority 0; policy accept; ip saddr %s drop; }
+  chain out { type filter hook output priority 0; policy accept; ip daddr %s drop; }
+}
+`, p[1], peer, peer)
+		cmd := exec.Command("ip", "netns", "exec", ns.Name(p[0]), "nft", "-f", "-")
+		cmd.Stdin = strings.NewReader(rules)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("nft cut %s from %s: %v: %s", ns.Name(p[0]), peer, err, out)
+		}
+	}
+	return nil
+}
+
+// Uncut removes the rules of Cut(i, j).
+func (ns *Netns) Uncut(i, j int) error {
+	for _, p := range [][2]int{{i, j}, {j, i}} {
+		out, err := exec.Command("ip", "netns", "exec", ns.Name(p[0]), "nft", "delete", "table", "inet", fmt.Sprintf("fenced_cut%d", p[1])).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("nft uncut %s: %v: %s", ns.Name(p[0]), err, out)
+		}
+	}
+	return nil
+}
+
 // Heal removes node i's partition rules.
 func (ns *Netns) Heal(i int) error {
 	out, err := exec.Command("ip", "netns", "exec", ns.Name(i), "nft", "delete", "table", "inet", "fenced_partition").CombinedOutput()
