@@ -56,7 +56,7 @@ func New(p agents.Params, log *slog.Logger) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ipmi: %w", err)
 	}
-	return &Agent{cfg: cfg, log: log.With("device", cfg.addr())}, nil
+	return &Agent{cfg: cfg, log: log.With("addr", cfg.addr())}, nil
 }
 
 // Status reads the chassis power state.

@@ -116,7 +116,7 @@ func parseConfig(p agents.Params, log *slog.Logger) (*config, error) {
 			errs = append(errs, errors.New("parameter cipher: suite 0 sends commands without authentication; refused unless allow_cipher0=1"))
 		}
 		if cipher == 0 && allow0 && log != nil {
-			log.Warn("ipmi cipher suite 0 allowed: the BMC accepts commands without authentication", "device", c.host)
+			log.Warn("ipmi cipher suite 0 allowed: the BMC accepts commands without authentication", "addr", c.host)
 		}
 		c.cipher = types.CipherSuiteID(cipher)
 	}

@@ -139,7 +139,7 @@ func (a *Agent) prepare(ctx context.Context, s *session) error {
 		a.mu.Lock()
 		a.detected[key] = s.v
 		a.mu.Unlock()
-		a.log.Debug("pdu family detected", "device", key, "sysObjectID", id, "pdu_type", s.v.Name)
+		a.log.Debug("pdu family detected", "addr", key, "sysObjectID", id, "pdu_type", s.v.Name)
 	}
 	s.nums = make([]int, len(s.pdu.outlets))
 	var names []string
@@ -421,7 +421,7 @@ func (a *Agent) switchAll(ctx context.Context, on bool) error {
 			if on {
 				cmd = s.v.On
 			}
-			a.log.Debug("pdu set", "device", s.pdu.String(), "outlets", strings.Join(s.pdu.outlets, ","), "action", what)
+			a.log.Debug("pdu set", "addr", s.pdu.String(), "outlets", strings.Join(s.pdu.outlets, ","), "action", what)
 			if errs[i] = s.set(ctx, cmd, what); errs[i] != nil {
 				return
 			}

@@ -62,7 +62,7 @@ func New(p agents.Params, log *slog.Logger) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redfish: %w", err)
 	}
-	return &Agent{cfg: cfg, log: log.With("device", cfg.addr), http: cfg.httpClient()}, nil
+	return &Agent{cfg: cfg, log: log.With("addr", cfg.addr), http: cfg.httpClient()}, nil
 }
 
 // Close drops idle connections to the BMC.

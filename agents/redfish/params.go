@@ -177,7 +177,7 @@ func parseConfig(p agents.Params, log *slog.Logger) (*config, error) {
 		return nil, errors.Join(errs...)
 	}
 	if cfg.insecure {
-		log.Warn("TLS certificate verification is disabled (ssl_insecure): the BMC's identity is not checked", "device", cfg.addr)
+		log.Warn("TLS certificate verification is disabled (ssl_insecure): the BMC's identity is not checked", "addr", cfg.addr)
 	}
 	return cfg, nil
 }

@@ -177,7 +177,7 @@ func New(p agents.Params, log *slog.Logger) (*Agent, error) {
 		cfg:    c,
 		params: p,
 		hc:     &http.Client{Transport: tr, Timeout: 60 * time.Second},
-		log:    log.With("device", net.JoinHostPort(c.host, strconv.Itoa(port)), "agent", "san", "target", c.target.plug),
+		log:    log.With("addr", net.JoinHostPort(c.host, strconv.Itoa(port)), "plug", c.target.plug),
 	}, nil
 }
 
