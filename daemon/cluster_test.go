@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -217,6 +218,36 @@ func testFailover(t *testing.T, n int) {
 	}
 	if r, _, err := c.Primary(ctxT(t, 5*time.Second)); err != nil || r != q {
 		t.Fatalf("after rejoin: primary %v, %v (want %s)", r, err, q.Name)
+	}
+	// READY (the "joined the cluster" line) came only once the state was
+	// loaded: it names the cluster's epoch, not 0.
+	if e := joinedEpoch(t, p); e < e2 {
+		t.Fatalf("restarted %s said it joined the cluster at epoch %d, the cluster is at %d", p.Name, e, e2)
+	}
+}
+
+// joinedEpoch returns the epoch of n's last "joined the cluster" line.
+func joinedEpoch(t *testing.T, n *devcluster.Node) uint64 {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b, _ := os.ReadFile(n.Log)
+		lines := strings.Split(string(b), "\n")
+		for i := len(lines) - 1; i >= 0; i-- {
+			if !strings.Contains(lines[i], "joined the cluster") {
+				continue
+			}
+			for _, f := range strings.Fields(lines[i]) {
+				if v, ok := strings.CutPrefix(f, "epoch="); ok {
+					e, _ := strconv.ParseUint(v, 10, 64)
+					return e
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never logged that it joined the cluster", n.Name)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -55,6 +55,8 @@ func (d *Daemon) forwarded(ctx context.Context, from, method string, body []byte
 	switch method {
 	case fwdContact:
 		return d.answerContact(body)
+	case fwdCommit:
+		return d.answerCommit()
 	case fwdFence, fwdUnfence, fwdConfirm, fwdStandby, fwdTransfer:
 		// The same checks as the local API's: a forwarded reason is
 		// cleaned and bounded before it is logged or committed.

@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -22,10 +24,12 @@ func (d *Daemon) notify(state string) {
 }
 
 // lifecycle tells the service manager about the daemon: READY=1 once it
-// has joined the cluster (a leader is known and its state is loaded),
-// WATCHDOG=1 while the main loop beats, STATUS= with role and epoch.
+// has joined the cluster (a leader is known and this node applied the
+// state up to what that leader had committed when asked), WATCHDOG=1
+// while the main loop beats, STATUS= with role and epoch.
 func (d *Daemon) lifecycle(done <-chan struct{}) {
 	ready := false
+	var target uint64 // the leader's commit index, once learned
 	var lastStatus string
 	interval := 500 * time.Millisecond
 	if w := d.opts.WatchdogInterval; w > 0 && w/4 < interval {
@@ -39,9 +43,12 @@ func (d *Daemon) lifecycle(done <-chan struct{}) {
 			return
 		case <-t.C:
 		}
-		if !ready && d.raft.Leader() != "" {
+		if !ready && target == 0 && d.raft.Leader() != "" {
+			target = d.leaderCommit()
+		}
+		if !ready && target > 0 && d.raft.AppliedIndex() >= target {
 			ready = true
-			d.log.Info("joined the cluster", "leader", d.raft.Leader(), "epoch", d.KnownEpoch())
+			d.log.Info("joined the cluster", "leader", d.raft.Leader(), "epoch", d.KnownEpoch(), "index", d.raft.AppliedIndex())
 			d.notify("READY=1")
 		}
 		if w := d.opts.WatchdogInterval; w > 0 && quorum.Since(quorum.Mono(d.lastBeat.Load())) < w/2 {
@@ -52,6 +59,40 @@ func (d *Daemon) lifecycle(done <-chan struct{}) {
 			d.notify("STATUS=" + s)
 		}
 	}
+}
+
+// leaderCommit asks the leader for its commit index (0: no answer yet). A
+// follower learns the leader from its first heartbeat, which carries no
+// commit index: knowing the leader is not having its state.
+func (d *Daemon) leaderCommit() uint64 {
+	leader := d.raft.Leader()
+	if leader == d.self {
+		return d.raft.CommitIndex()
+	}
+	ctx, cancel := context.WithTimeout(d.hardCtx, time.Second)
+	defer cancel()
+	out, err := d.members.Call(ctx, leader, fwdCommit, nil)
+	if err != nil {
+		return 0
+	}
+	var r commitResp
+	if json.Unmarshal(out, &r) != nil {
+		return 0
+	}
+	return r.Index
+}
+
+const fwdCommit = "commit" // "what is your commit index?"
+
+type commitResp struct {
+	Index uint64 `json:"index"`
+}
+
+func (d *Daemon) answerCommit() ([]byte, error) {
+	if !d.raft.IsLeader() {
+		return nil, errNotLeader
+	}
+	return json.Marshal(commitResp{Index: d.raft.CommitIndex()})
 }
 
 func (d *Daemon) statusLine(joined bool) string {

@@ -254,6 +254,11 @@ func (q *Raft) RaftState() string {
 	return "shutdown"
 }
 
+// CommitIndex is the index of the newest entry this node knows to be
+// committed; AppliedIndex the newest its state machine applied.
+func (q *Raft) CommitIndex() uint64  { return q.r.CommitIndex() }
+func (q *Raft) AppliedIndex() uint64 { return q.r.AppliedIndex() }
+
 // Term is the current raft term.
 func (q *Raft) Term() uint64 { return q.r.CurrentTerm() }
 
@@ -271,6 +276,13 @@ func (q *Raft) Apply(c Command, timeout time.Duration) (any, error) {
 	if err := f.Error(); err != nil {
 		return nil, fmt.Errorf("commit %s: %w", c.Op, err)
 	}
+	// Followers learn that an entry is committed only from the next
+	// AppendEntries that carries the commit index: raft's heartbeats do
+	// not, and an idle leader sends one only every CommitTimeout. A
+	// barrier right behind the entry is replicated at once and carries
+	// it, so every node's status follows a change within a round trip.
+	// Its own result does not matter.
+	q.r.Barrier(timeout)
 	if err, ok := f.Response().(error); ok {
 		return nil, err
 	}
