@@ -78,10 +78,11 @@ type Daemon struct {
 	log  *slog.Logger
 	opts Options
 
-	raft    *quorum.Raft
-	members *quorum.Membership
-	apiLn   net.Listener
-	api     *http.Server
+	raft     *quorum.Raft
+	members  *quorum.Membership
+	detector *quorum.Detector
+	apiLn    net.Listener
+	api      *http.Server
 
 	// The tenure: the control loop owns the machine and publishes view.
 	machine   *tenure.Machine
@@ -206,6 +207,26 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.members = m
+	rt := cfg.Timing.Tenure().Raft()
+	voters := make([]string, len(cfg.Nodes))
+	for i, n := range cfg.Nodes {
+		voters[i] = n.Name
+	}
+	det, err := quorum.StartDetector(r, m, quorum.DetectorOptions{Detect: rt.Detect, Stagger: rt.Stagger, Log: d.log,
+		Order: func(leader string) []string {
+			standby := r.FSM().View().Standby
+			return quorum.RankOrder(voters, leader, cfg.Majority(), func(n string) bool {
+				nd, _ := cfg.NodeByName(n)
+				return nd.Witness() || standby[n]
+			})
+		}})
+	if err != nil {
+		m.Shutdown()
+		r.Shutdown()
+		closeListeners()
+		return nil, err
+	}
+	d.detector = det
 	d.markProbe()
 	d.api = d.newAPIServer()
 	if d.metricsLn != nil {
@@ -276,6 +297,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 	}
 	d.SetMetaNow()
+	d.detector.Stop()
 	errs := []error{d.members.Leave(2 * time.Second)}
 	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -296,6 +318,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 func (d *Daemon) Close() error {
 	d.stopping.Store(true)
 	d.hardCancel()
+	d.detector.Stop()
 	errs := []error{d.members.Shutdown(), d.api.Close(), d.raft.Shutdown()}
 	if d.metricsSrv != nil {
 		errs = append(errs, d.metricsSrv.Close())

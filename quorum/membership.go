@@ -67,6 +67,8 @@ type Membership struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	beacons atomic.Pointer[func([]byte)] // the Detector's, when running
+
 	mu      sync.Mutex
 	closed  bool // Shutdown began: no new handler
 	contact map[string]time.Time
@@ -312,6 +314,27 @@ type RemoteError struct {
 
 func (e *RemoteError) Error() string { return e.Msg }
 
+func (m *Membership) setBeaconHandler(h func([]byte)) {
+	if h == nil {
+		m.beacons.Store(nil)
+		return
+	}
+	m.beacons.Store(&h)
+}
+
+// sendBeacons sends msg to every other member as a best-effort (UDP)
+// datagram.
+func (m *Membership) sendBeacons(msg []byte) {
+	for _, n := range m.ml.Members() {
+		if n.Name == m.opts.Self {
+			continue
+		}
+		if err := m.ml.SendBestEffort(n, msg); err != nil {
+			m.log.Debug("gossip: beacon", "to", n.Name, "err", err)
+		}
+	}
+}
+
 // ErrNoRoute is returned by Call when the node is not reachable by gossip.
 var ErrNoRoute = errors.New("node not reachable")
 
@@ -355,6 +378,12 @@ func (m *Membership) Call(ctx context.Context, node, method string, body []byte)
 }
 
 func (m *Membership) handleMsg(b []byte) {
+	if len(b) > 0 && b[0] == beaconMagic {
+		if h := m.beacons.Load(); h != nil {
+			(*h)(b)
+		}
+		return
+	}
 	msg, err := decodeRPC(b)
 	if err != nil {
 		m.log.Warn("gossip: message refused", "err", err)

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -67,6 +68,7 @@ type Raft struct {
 	contacts *contactTracker
 	hb       time.Duration  // raft's heartbeat timeout when not leading
 	changes  *raft.Observer // see onLeaderChange
+	reloadMu sync.Mutex     // one ReloadConfig at a time (pace, re-check)
 }
 
 // raftConfig builds raft's configuration around hb, the followers'
@@ -211,7 +213,7 @@ func OpenRaft(o RaftOptions) (*Raft, error) {
 	q := &Raft{r: r, fsm: fsm, self: o.Self, trans: trans, close: closeAll, log: log}
 	q.contacts = &contactTracker{last: map[string]Mono{}}
 	q.hb = conf.HeartbeatTimeout
-	q.changes = raft.NewObserver(nil, false, q.onLeaderChange)
+	q.changes = raft.NewObserver(nil, false, q.observe)
 	q.r.RegisterObserver(q.changes)
 	return q, nil
 }
@@ -333,21 +335,66 @@ const leaderPace = 2
 //     for the current leader);
 //   - it paces heartbeats: leaderPace × hb while this node leads, hb
 //     otherwise, so detection by followers keeps its speed.
-func (q *Raft) onLeaderChange(o *raft.Observation) bool {
-	lo, ok := o.Data.(raft.LeaderObservation)
-	if !ok {
-		return false
-	}
+func (q *Raft) onLeaderChange(lo raft.LeaderObservation) {
 	q.sampleContact()
 	t := q.hb
 	if string(lo.LeaderID) == q.self {
 		t = leaderPace * q.hb
 	}
+	q.reloadMu.Lock()
+	defer q.reloadMu.Unlock()
 	if rc := q.r.ReloadableConfig(); rc.HeartbeatTimeout != t {
 		rc.HeartbeatTimeout, rc.ElectionTimeout = t, t
 		if err := q.r.ReloadConfig(rc); err != nil {
 			q.log.Warn("raft: heartbeat pace", "err", err)
 		}
 	}
+}
+
+// observe is raft's observer filter: it runs inside raft's own calls and
+// returns false, so nothing is queued.
+func (q *Raft) observe(o *raft.Observation) bool {
+	switch d := o.Data.(type) {
+	case raft.LeaderObservation:
+		q.onLeaderChange(d)
+	}
 	return false
+}
+
+// recheck makes raft's follower loop check for its leader's silence now,
+// against d: raft re-runs its check when the heartbeat timeout is lowered.
+// The timeout is put back once raft has left the follower state (or
+// shortly after, if its check found a leader after all); the lock is not
+// held meanwhile, since raft's own loop calls onLeaderChange.
+func (q *Raft) recheck(d time.Duration, stop <-chan struct{}) {
+	q.reloadMu.Lock()
+	rc := q.r.ReloadableConfig()
+	if rc.HeartbeatTimeout <= d {
+		q.reloadMu.Unlock()
+		return
+	}
+	orig := rc.HeartbeatTimeout
+	rc.HeartbeatTimeout = d
+	err := q.r.ReloadConfig(rc)
+	q.reloadMu.Unlock()
+	if err != nil {
+		q.log.Warn("raft: re-check of the leader", "err", err)
+		return
+	}
+	deadline := time.Now().Add(max(d/10, 50*time.Millisecond))
+	for q.r.State() == raft.Follower && time.Now().Before(deadline) {
+		select {
+		case <-stop:
+			deadline = time.Time{}
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	q.reloadMu.Lock()
+	defer q.reloadMu.Unlock()
+	if rc := q.r.ReloadableConfig(); rc.HeartbeatTimeout == d {
+		rc.HeartbeatTimeout = orig
+		if err := q.r.ReloadConfig(rc); err != nil {
+			q.log.Warn("raft: re-check of the leader", "err", err)
+		}
+	}
 }

@@ -144,23 +144,34 @@ func (t Timing) ActingUntil(t0 Time) Time { return t0.Add(t.Lease - t.Margin) }
 // clocks of two machines running at slightly different rates.
 func (t Timing) SuccessorWait(bound Time) Time { return bound.Add(t.Lease).Add(t.Margin) }
 
-// RaftTimings are hashicorp/raft's failure-detection settings, derived from
-// the lease.
+// RaftTimings are the failure-detection settings, derived from the lease.
 type RaftTimings struct {
-	// HeartbeatTimeout is how long a follower waits without hearing from
-	// its leader before it starts an election (randomised by raft up to
-	// twice that); also ElectionTimeout, LeaderLeaseTimeout and
-	// CommitTimeout.
+	// HeartbeatTimeout is hashicorp/raft's own: how long a follower waits
+	// without raft traffic before it stands for election (randomised up to
+	// twice that). It is a fallback, set long so that TCP retransmissions
+	// under packet loss are not taken for a dead leader; also raft's
+	// ElectionTimeout, LeaderLeaseTimeout and CommitTimeout.
 	HeartbeatTimeout time.Duration
+	// Detect is how long a leader may be silent (neither raft traffic nor
+	// its UDP beacons) before a follower acts on it (quorum.Detector).
+	Detect time.Duration
+	// Stagger separates the followers' moments of acting, so that their
+	// candidacies do not split the vote.
+	Stagger time.Duration
 }
 
-// Raft derives raft's timings. Followers notice a dead leader after a third
-// of the lease (raft randomises up to two thirds), so detection and election
-// fit inside the successor's wait for the old lease (which runs from the old
-// holder's last contact) instead of adding to it, and a slow heartbeat or
-// two is not a failure.
+// Raft derives the failure-detection timings. A quarter of the lease for
+// detection: a dead leader is replaced well inside the successor's wait for
+// its lease (which runs from the old holder's last contact), and eight
+// beacons (Detect/8 apart) must be lost in a row before silence is
+// suspected. raft's own timeout is the whole lease.
 func (t Timing) Raft() RaftTimings {
-	return RaftTimings{HeartbeatTimeout: max(t.Lease/3, 100*time.Millisecond)}
+	detect := max(t.Lease/4, 50*time.Millisecond)
+	return RaftTimings{
+		HeartbeatTimeout: max(t.Lease, 100*time.Millisecond),
+		Detect:           detect,
+		Stagger:          min(max(detect/20, 5*time.Millisecond), 50*time.Millisecond),
+	}
 }
 
 // PollInterval bounds how late the driver notices a deadline that a timer

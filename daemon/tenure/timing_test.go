@@ -107,11 +107,13 @@ func TestBoundOf(t *testing.T) {
 }
 
 func TestRaftTimings(t *testing.T) {
-	if hb := (Timing{Lease: 3 * time.Second}).Raft().HeartbeatTimeout; hb != time.Second {
-		t.Fatal(hb)
+	rt := (Timing{Lease: 3 * time.Second}).Raft()
+	if rt.HeartbeatTimeout != 3*time.Second || rt.Detect != 750*time.Millisecond || rt.Stagger != 37500*time.Microsecond {
+		t.Fatal(rt)
 	}
-	if hb := (Timing{Lease: 150 * time.Millisecond}).Raft().HeartbeatTimeout; hb != 100*time.Millisecond {
-		t.Fatal(hb)
+	// Detection, staggered for 9 nodes, stays well inside the lease.
+	if rt.Detect+8*rt.Stagger >= 3*time.Second/2 {
+		t.Fatal(rt)
 	}
 	if !strings.Contains(Demotion{Reason: ReasonMonitorFailed, Detail: "gone"}.String(), "monitor failed: gone") {
 		t.Fatal("demotion text")
