@@ -17,8 +17,10 @@ import (
 	"github.com/fenced/fenced/agents"
 	"github.com/fenced/fenced/daemon/api"
 	"github.com/fenced/fenced/daemon/config"
+	"github.com/fenced/fenced/daemon/health"
 	"github.com/fenced/fenced/daemon/storage"
 	"github.com/fenced/fenced/daemon/tenure"
+	"github.com/fenced/fenced/daemon/unfence"
 	"github.com/fenced/fenced/quorum"
 	"github.com/fenced/fenced/stonith"
 )
@@ -109,6 +111,8 @@ type Daemon struct {
 	metrics    *metrics
 	metricsLn  net.Listener
 	metricsSrv *http.Server
+	health     *health.Monitor   // fence device checks (devicehealth.go)
+	unfence    *unfence.Unfencer // unfencing at start (unfencing.go)
 
 	lastBeat   atomic.Int64  // quorum.Mono of the main loop's last progress
 	stallAfter time.Duration // faults.go
@@ -147,6 +151,7 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 	d.engine.DefaultTimeout = cfg.Timing.FenceTimeout.D()
 	d.fencer = &engineFencer{d: d, engine: d.engine}
 	d.metrics = newMetrics(d)
+	d.health, d.unfence = newDeviceMonitor(d), newUnfencer(d)
 	if d.opts.Resource == nil && (cfg.Storage.Mount != nil || cfg.Storage.Hooks.Start != "" || cfg.Storage.Hooks.Monitor != "") {
 		m, err := storage.New(cfg.Storage, cfg.Node, d.log)
 		if err != nil {
@@ -230,6 +235,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.group.Go(func() { d.writeLoop(writesDone) })
 	d.group.Go(func() { d.controlLoop(d.hardCtx, stopLoop) })
 	d.group.Go(func() { d.metaLoop(d.loopDone) })
+	d.group.Go(func() { d.health.Run(d.hardCtx) })
+	d.group.Go(func() { d.unfence.Run(d.hardCtx) })
 	if d.metricsSrv != nil {
 		d.group.Go(func() {
 			if err := d.metricsSrv.Serve(d.metricsLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
