@@ -18,13 +18,13 @@ import (
 // metrics are fenced's Prometheus metrics. Gauges that mirror state are
 // computed at scrape time from the daemon; counters are updated in place.
 type metrics struct {
-	reg       *prometheus.Registry
-	fences    *prometheus.CounterVec
-	attempts  *prometheus.CounterVec
-	duration  *prometheus.HistogramVec
-	blocked   prometheus.Counter
-	checks    *prometheus.CounterVec
-	inflight  prometheus.Gauge
+	reg      *prometheus.Registry
+	fences   *prometheus.CounterVec
+	attempts *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	blocked  prometheus.Counter
+	checks   *prometheus.CounterVec
+	inflight prometheus.Gauge
 }
 
 func newMetrics(d *Daemon) *metrics {

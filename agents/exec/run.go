@@ -346,4 +346,6 @@ func (a *Agent) UnfenceAtStart() bool {
 	return false
 }
 
-func isTrue(s string) bool { return s == "1" || strings.EqualFold(s, "true") || strings.EqualFold(s, "yes") }
+func isTrue(s string) bool {
+	return s == "1" || strings.EqualFold(s, "true") || strings.EqualFold(s, "yes")
+}

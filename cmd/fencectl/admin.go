@@ -186,7 +186,7 @@ device that fences only this node: the other nodes check it), when the last
 check ran, how long it took, and its error. Every node checks each device
 that fences another node every devices.NAME.monitor_interval (default 60s),
 with a status query, never a power action.`,
-		Args:  cobra.NoArgs,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var out api.DeviceList
 			if err := a.call(cmd.Context(), "GET", "/v1/devices", nil, nil, &out); err != nil {
