@@ -45,7 +45,7 @@ func (d *Daemon) forwarded(ctx context.Context, from, method string, body []byte
 		}
 		// Only node-scoped commands may be forwarded, and only by the node
 		// they are about.
-		if !forwardable(&c, from) {
+		if !acceptForwarded(&c, from) {
 			return nil, fmt.Errorf("forwarded command %q from %s refused", c.Op, from)
 		}
 		if !d.raft.IsLeader() {
@@ -69,13 +69,13 @@ func (d *Daemon) forwarded(ctx context.Context, from, method string, body []byte
 	return nil, fmt.Errorf("unknown forwarded method %q", method)
 }
 
-// forwardable reports whether another node may have the leader commit c:
+// acceptForwarded reports whether another node may have the leader commit c:
 // only what a node says about itself. A node records its own release, and
 // its own unfencing at start (a new record of an "on" it ran on itself;
 // such a record clears nothing in the state machine, unlike a fence or a
 // confirmation, which only the leader records). The record's text is
 // cleaned and bounded like an admin request's before it is committed.
-func forwardable(c *quorum.Command, from string) bool {
+func acceptForwarded(c *quorum.Command, from string) bool {
 	switch c.Op {
 	case quorum.OpRelease:
 		return c.Node == from

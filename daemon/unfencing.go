@@ -34,7 +34,7 @@ func newUnfencer(d *Daemon) *unfence.Unfencer {
 }
 
 // commitOwnUnfence records this node's unfencing of itself through the
-// leader (see forwardable).
+// leader (see acceptForwarded).
 func (d *Daemon) commitOwnUnfence(ctx context.Context, rec stonith.Record) error {
 	ctx, cancel := context.WithTimeout(ctx, d.commitTimeout())
 	defer cancel()

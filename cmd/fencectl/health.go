@@ -72,8 +72,17 @@ func shortAgo(d time.Duration) string {
 func pathCell(st *api.Status, node string) string {
 	for _, p := range st.FencePaths {
 		if p.Node == node {
-			if p.State == api.PathFailing {
+			switch p.State {
+			case api.PathFailing:
 				return "NONE WORKING"
+			case api.PathUnknown:
+				for _, d := range p.Devices {
+					if d.State != api.HealthUnmonitored {
+						return "unknown"
+					}
+				}
+				// The answering node's own path: the others check it.
+				return "not checked here"
 			}
 			return cell(p.State)
 		}

@@ -26,7 +26,7 @@ type Status struct {
 	Nodes         []NodeStatus `json:"nodes"`
 	// FencePaths says, for every configured node, whether it can be
 	// fenced, from the answering node's device checks.
-	FencePaths []FencePath `json:"fencePaths"`
+	FencePaths []FencePath `json:"fencePaths,omitempty"`
 }
 
 // QuorumStatus counts votes against the configured size.
