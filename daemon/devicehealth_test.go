@@ -243,7 +243,8 @@ func TestDeviceMonitor(t *testing.T) {
 
 // TestHangingMonitorDuringTakeover: device checks that hang do not delay a
 // takeover. Each node's level 2 is four plugin devices whose monitor can
-// be made to hang until its 20s timeout. The primary is killed twice: once
+// be made to hang until its timeout, a minute: longer than the test waits
+// for a successor, so a check that held up the control loop fails it. The primary is killed twice: once
 // with every check answering, once while every node has hung checks in
 // flight; both takeovers fence through level 1 (the BMC), and the second
 // happens while the checks still hang. The two takeover times are
@@ -261,7 +262,7 @@ func TestHangingMonitorDuringTakeover(t *testing.T) {
 		var lvl config.Level
 		for k := range hung {
 			dev := fmt.Sprintf("slow-%d", k)
-			cfg.Devices[dev] = config.Device{Agent: "exec", MonitorInterval: config.Duration(monitorEvery), Timeout: config.Duration(20 * time.Second),
+			cfg.Devices[dev] = config.Device{Agent: "exec", MonitorInterval: config.Duration(monitorEvery), Timeout: config.Duration(time.Minute),
 				Params: map[string]string{"agent": agent, "ip": "127.0.0.1", "password": "letmein", "mode_file": mode,
 					"state_file": filepath.Join(dir, dev)}}
 			lvl.Devices = append(lvl.Devices, config.DeviceRef{Device: dev, Plug: "1"})
