@@ -42,7 +42,7 @@ lint:
 # The race detector on the packages whose tests run their concurrency in
 # the test process (the cluster tests in ./daemon run fenced as separate
 # processes, and are timing-sensitive: they run without it).
-RACE_PKGS ?= ./daemon/tenure ./daemon/api ./daemon/config ./daemon/storage/... ./quorum ./stonith ./agents/...
+RACE_PKGS ?= ./daemon/tenure ./daemon/api ./daemon/config ./daemon/health ./daemon/unfence ./daemon/storage/... ./quorum ./stonith ./agents/...
 race:
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(RACE_PKGS)
 

@@ -75,6 +75,15 @@ type Monitor interface {
 	Monitor(ctx context.Context) error
 }
 
+// StartUnfencer is implemented by agents that may need their "on" run by
+// the fenced node itself when it starts, before it may use the storage:
+// SCSI-3 persistent reservations (fence_scsi, fence_mpath) register the
+// node's own key from the node. FenceAgentAPI metadata says so with
+// on_target="1" automatic="1" on the "on" action.
+type StartUnfencer interface {
+	UnfenceAtStart() bool
+}
+
 // Closer is implemented by agents that hold connections between calls.
 type Closer interface {
 	Close() error

@@ -104,7 +104,7 @@ func (e *userError) ErrorKind() string { return api.CodeRefused }
 func (d *Daemon) devices() []api.Device {
 	out := []api.Device{}
 	for name, dev := range d.cfg.Devices {
-		dv := api.Device{Name: name, Agent: dev.Agent, Targets: []string{}}
+		dv := api.Device{Name: name, Agent: dev.Agent, Targets: []string{}, Health: d.deviceHealth(name)}
 		for _, n := range d.cfg.Nodes {
 			for li, l := range n.Fence {
 				for _, ref := range l.Devices {
@@ -125,7 +125,7 @@ func (d *Daemon) devices() []api.Device {
 }
 
 // deviceStatus checks the device from this node: monitor, and the state of
-// every node mapped on it. It changes nothing.
+// every node mapped on it. It changes nothing but the device's health.
 func (d *Daemon) deviceStatus(ctx context.Context, name, agent string) api.DeviceStatus {
 	ds := api.DeviceStatus{SchemaVersion: SchemaVersion, Device: name, Agent: agent, Monitor: "ok", Targets: []api.TargetStatus{}}
 	monitored := false
@@ -137,11 +137,13 @@ func (d *Daemon) deviceStatus(ctx context.Context, name, agent string) api.Devic
 				}
 				if !monitored {
 					monitored = true
-					if err := d.engine.Monitor(ctx, t); err != nil {
+					// An admin's check is a check like the monitor's: it
+					// updates the device's health on this node.
+					start := time.Now()
+					err := d.engine.Monitor(ctx, t)
+					d.health.Record(name, start, time.Since(start), err, false)
+					if err != nil {
 						ds.Monitor = err.Error()
-						d.metrics.monitorOK.WithLabelValues(name).Set(0)
-					} else {
-						d.metrics.monitorOK.WithLabelValues(name).Set(1)
 					}
 				}
 				ts := api.TargetStatus{Node: n.Name, Plug: t.Plug}

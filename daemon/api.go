@@ -253,6 +253,7 @@ func (d *Daemon) StatusNow() Status {
 	s.Self = api.SelfStatus{Role: d.Role(), Acting: d.Acting(), Epoch: d.Epoch(), KnownEpoch: st.Epoch,
 		LeaseLeftSec: d.LeaseLeft().Seconds(), Storage: d.Storage(), Raft: d.raft.RaftState(), Term: d.raft.Term(),
 		Standby: st.Standby[d.self], Ineligible: d.Ineligible()}
+	s.FencePaths = d.fencePaths()
 	return s
 }
 

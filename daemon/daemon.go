@@ -17,7 +17,9 @@ import (
 	"github.com/fenced/fenced/agents"
 	"github.com/fenced/fenced/daemon/api"
 	"github.com/fenced/fenced/daemon/config"
+	"github.com/fenced/fenced/daemon/health"
 	"github.com/fenced/fenced/daemon/tenure"
+	"github.com/fenced/fenced/daemon/unfence"
 	"github.com/fenced/fenced/daemon/watchdog"
 	"github.com/fenced/fenced/quorum"
 	"github.com/fenced/fenced/stonith"
@@ -113,6 +115,8 @@ type Daemon struct {
 	metrics    *metrics
 	metricsLn  net.Listener
 	metricsSrv *http.Server
+	health     *health.Monitor   // fence device checks (devicehealth.go)
+	unfence    *unfence.Unfencer // unfencing at start (unfencing.go)
 
 	lastBeat   atomic.Int64  // quorum.Mono of the main loop's last progress
 	stallAfter time.Duration // faults.go
@@ -151,6 +155,7 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 	d.engine.DefaultTimeout = cfg.Timing.FenceTimeout.D()
 	d.fencer = &engineFencer{d: d, engine: d.engine}
 	d.metrics = newMetrics(d)
+	d.health, d.unfence = newDeviceMonitor(d), newUnfencer(d)
 	self, _ := cfg.NodeByName(cfg.Node)
 	if d.opts.Resource == nil && !self.Witness() {
 		// The resource group: resources, or the storage shorthand (a
@@ -261,6 +266,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.probeResources()
 	d.group.Go(func() { d.controlLoop(d.hardCtx, stopLoop) })
 	d.group.Go(func() { d.metaLoop(d.loopDone) })
+	d.group.Go(func() { d.health.Run(d.hardCtx) })
+	d.group.Go(func() { d.unfence.Run(d.hardCtx) })
 	if d.metricsSrv != nil {
 		d.group.Go(func() {
 			if err := d.metricsSrv.Serve(d.metricsLn); err != nil && !errors.Is(err, http.ErrServerClosed) {

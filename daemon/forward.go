@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/fenced/fenced/daemon/api"
 	"github.com/fenced/fenced/quorum"
+	"github.com/fenced/fenced/stonith"
 )
 
 // Forwarded methods between nodes (over gossip's reliable messages).
@@ -42,8 +44,8 @@ func (d *Daemon) forwarded(ctx context.Context, from, method string, body []byte
 			return nil, fmt.Errorf("forwarded command from %s: %w", from, err)
 		}
 		// Only node-scoped commands may be forwarded, and only by the node
-		// they are about: a node records its own release.
-		if c.Op != quorum.OpRelease || c.Node != from {
+		// they are about.
+		if !acceptForwarded(&c, from) {
 			return nil, fmt.Errorf("forwarded command %q from %s refused", c.Op, from)
 		}
 		if !d.raft.IsLeader() {
@@ -67,4 +69,52 @@ func (d *Daemon) forwarded(ctx context.Context, from, method string, body []byte
 		return d.adminLocal(ctx, method, req)
 	}
 	return nil, fmt.Errorf("unknown forwarded method %q", method)
+}
+
+// acceptForwarded reports whether another node may have the leader commit c:
+// only what a node says about itself. A node records its own release, and
+// its own unfencing at start (a new record of an "on" it ran on itself;
+// such a record clears nothing in the state machine, unlike a fence or a
+// confirmation, which only the leader records). The record's text is
+// cleaned and bounded like an admin request's before it is committed.
+func acceptForwarded(c *quorum.Command, from string) bool {
+	switch c.Op {
+	case quorum.OpRelease:
+		return c.Node == from
+	case quorum.OpRecord:
+		r := c.Record
+		if r == nil || r.ID != 0 || r.Kind != stonith.KindUnfence || r.Action != stonith.ActionOn ||
+			r.Target != from || r.Executor != from || len(r.Attempts) > maxForwardedAttempts {
+			return false
+		}
+		switch r.Outcome {
+		case stonith.OutcomeSuccess, stonith.OutcomeFailed, stonith.OutcomeUnknown:
+		default:
+			return false
+		}
+		r.RequestedBy = from + " (start)"
+		r.Reason = boundText(r.Reason, api.MaxReason)
+		r.Error = boundText(r.Error, maxForwardedText)
+		for i := range r.Attempts {
+			a := &r.Attempts[i]
+			a.Error, a.Stderr = boundText(a.Error, maxForwardedText), boundText(a.Stderr, maxForwardedText)
+		}
+		return true
+	}
+	return false
+}
+
+// Bounds of a record another node forwards.
+const (
+	maxForwardedAttempts = 64
+	maxForwardedText     = 4 << 10
+)
+
+// boundText cleans s of control characters and cuts it to at most n bytes.
+func boundText(s string, n int) string {
+	s = api.CleanText(s)
+	if len(s) > n {
+		s = strings.ToValidUTF8(s[:n], "")
+	}
+	return s
 }

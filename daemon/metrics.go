@@ -2,11 +2,14 @@ package daemon
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/fenced/fenced/daemon/api"
+	"github.com/fenced/fenced/daemon/health"
 	"github.com/fenced/fenced/daemon/tenure"
 	"github.com/fenced/fenced/quorum"
 	"github.com/fenced/fenced/stonith"
@@ -15,13 +18,13 @@ import (
 // metrics are fenced's Prometheus metrics. Gauges that mirror state are
 // computed at scrape time from the daemon; counters are updated in place.
 type metrics struct {
-	reg       *prometheus.Registry
-	fences    *prometheus.CounterVec
-	attempts  *prometheus.CounterVec
-	duration  *prometheus.HistogramVec
-	blocked   prometheus.Counter
-	monitorOK *prometheus.GaugeVec
-	inflight  prometheus.Gauge
+	reg      *prometheus.Registry
+	fences   *prometheus.CounterVec
+	attempts *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	blocked  prometheus.Counter
+	checks   *prometheus.CounterVec
+	inflight prometheus.Gauge
 }
 
 func newMetrics(d *Daemon) *metrics {
@@ -40,14 +43,14 @@ func newMetrics(d *Daemon) *metrics {
 		blocked: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fenced_takeover_blocked_total", Help: "Takeover attempts blocked because every fence path failed.",
 		}),
-		monitorOK: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "fenced_device_monitor_up", Help: "1 if the device's last monitor check succeeded.",
-		}, []string{"device"}),
+		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fenced_device_checks_total", Help: "Device health checks made by this node, by device and result (ok, auth, unreachable, other).",
+		}, []string{"device", "result"}),
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "fenced_fence_operations_in_flight", Help: "Fence operations running on this node.",
 		}),
 	}
-	m.reg.MustRegister(m.fences, m.attempts, m.duration, m.blocked, m.monitorOK, m.inflight,
+	m.reg.MustRegister(m.fences, m.attempts, m.duration, m.blocked, m.checks, m.inflight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(&stateCollector{d: d}, &resourceCollector{d: d})
 	return m
@@ -71,6 +74,18 @@ func (m *metrics) fenceDone(r stonith.Record) {
 	}
 }
 
+// deviceChecked counts a finished device check.
+func (m *metrics) deviceChecked(h health.Health) {
+	if m == nil {
+		return
+	}
+	result := h.Kind
+	if h.State == health.StateOK {
+		result = "ok"
+	}
+	m.checks.WithLabelValues(h.Device, result).Inc()
+}
+
 func (m *metrics) takeoverBlocked() {
 	if m != nil {
 		m.blocked.Inc()
@@ -90,10 +105,18 @@ var (
 	descLease   = prometheus.NewDesc("fenced_lease_remaining_seconds", "Time left on this node's primary lease (0 when not primary).", nil, nil)
 	descBlocked = prometheus.NewDesc("fenced_takeover_blocked", "1 while the current takeover is blocked on a fence.", nil, nil)
 	descNodeUp  = prometheus.NewDesc("fenced_node_up", "1 if the configured node is seen alive through gossip, by kind (data or witness).", []string{"node", "kind"}, nil)
+
+	// Device health, for the devices this node checks (those that fence
+	// another node); absent until a device's first check.
+	descDevHealthy = prometheus.NewDesc("fenced_device_healthy", "1 if the device's last check from this node succeeded, 0 if it failed.", []string{"device"}, nil)
+	descDevAge     = prometheus.NewDesc("fenced_device_last_check_age_seconds", "Time since the device's last finished check from this node started.", []string{"device"}, nil)
+	descDevLatency = prometheus.NewDesc("fenced_device_last_check_duration_seconds", "How long the device's last check from this node took.", []string{"device"}, nil)
+	descPath       = prometheus.NewDesc("fenced_fence_path_working", "1 if every device of some fence level of the node passed its last check from this node, 0 if every level has a failing device; absent while unknown.", []string{"node"}, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descQuorum, descVotes, descNeeded, descRole, descEpoch, descMembers, descLease, descBlocked, descNodeUp} {
+	for _, d := range []*prometheus.Desc{descQuorum, descVotes, descNeeded, descRole, descEpoch, descMembers, descLease, descBlocked,
+		descNodeUp, descDevHealthy, descDevAge, descDevLatency, descPath} {
 		ch <- d
 	}
 }
@@ -117,6 +140,19 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descLease, prometheus.GaugeValue, s.Self.LeaseLeftSec)
 	ch <- prometheus.MustNewConstMetric(descBlocked, prometheus.GaugeValue, b2f(s.Primary.State == quorum.HolderBlocked))
+	for _, h := range c.d.health.All() {
+		if h.State == health.StatePending {
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(descDevHealthy, prometheus.GaugeValue, b2f(h.State == health.StateOK), h.Device)
+		ch <- prometheus.MustNewConstMetric(descDevAge, prometheus.GaugeValue, time.Since(h.LastCheck).Seconds(), h.Device)
+		ch <- prometheus.MustNewConstMetric(descDevLatency, prometheus.GaugeValue, h.Latency.Seconds(), h.Device)
+	}
+	for _, p := range s.FencePaths {
+		if p.State == api.PathWorking || p.State == api.PathFailing {
+			ch <- prometheus.MustNewConstMetric(descPath, prometheus.GaugeValue, b2f(p.State == api.PathWorking), p.Node)
+		}
+	}
 }
 
 func b2f(b bool) float64 {

@@ -237,10 +237,13 @@ func (a *Agent) Reboot(ctx context.Context) error {
 	return a.On(ctx)
 }
 
-// Monitor runs the program's monitor action.
+// Monitor runs the program's monitor action, or, for a program without
+// one, its status (the contract of agents.Monitor's callers: monitor when
+// the device has one, else a status query).
 func (a *Agent) Monitor(ctx context.Context) error {
 	if !a.meta.HasAction("monitor") {
-		return agents.Failed(a.op("monitor"), fmt.Errorf("%s has no monitor action", a.name))
+		_, err := a.Status(ctx)
+		return err
 	}
 	r, err := a.run(ctx, "monitor")
 	if err != nil {
@@ -329,4 +332,20 @@ func firstLine(s string) string {
 		s = s[:i]
 	}
 	return strings.TrimRight(s, "\r")
+}
+
+// UnfenceAtStart reports whether the program's metadata marks its "on"
+// action on_target and automatic: the node it fences runs it for itself at
+// start (fence_scsi, fence_mpath).
+func (a *Agent) UnfenceAtStart() bool {
+	for _, act := range a.meta.Actions {
+		if act.Name == "on" {
+			return isTrue(act.OnTarget) && isTrue(act.Automatic)
+		}
+	}
+	return false
+}
+
+func isTrue(s string) bool {
+	return s == "1" || strings.EqualFold(s, "true") || strings.EqualFold(s, "yes")
 }

@@ -178,8 +178,15 @@ func newDeviceCmd(a *app) *cobra.Command {
 	dev := &cobra.Command{Use: "device", Short: "List fence devices and check them"}
 	dev.AddCommand(&cobra.Command{
 		Use:   "list",
-		Short: "List the configured fence devices and the nodes they fence",
-		Args:  cobra.NoArgs,
+		Short: "List the fence devices, the nodes they fence, and their health as checked from this node",
+		Long: `List the configured fence devices, the nodes each fences, and what this node's
+last check of each found: HEALTH (ok, FAILING with the kind of error — auth,
+unreachable, other — and for how long, pending, or "not checked here" for a
+device that fences only this node: the other nodes check it), when the last
+check ran, how long it took, and its error. Every node checks each device
+that fences another node every devices.NAME.monitor_interval (default 60s),
+with a status query, never a power action.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var out api.DeviceList
 			if err := a.call(cmd.Context(), "GET", "/v1/devices", nil, nil, &out); err != nil {
@@ -189,9 +196,11 @@ func newDeviceCmd(a *app) *cobra.Command {
 				return a.printJSON(out)
 			}
 			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "DEVICE\tAGENT\tFENCES")
+			fmt.Fprintln(tw, "DEVICE\tAGENT\tFENCES\tHEALTH\tLAST CHECK\tLATENCY\tERROR")
+			now := time.Now()
 			for _, d := range out.Devices {
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", cell(d.Name), cell(d.Agent), cell(strings.Join(d.Targets, ", ")))
+				state, checked, latency, errText := healthCells(d.Health, now)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(d.Name), cell(d.Agent), cell(strings.Join(d.Targets, ", ")), state, checked, latency, errText)
 			}
 			return tw.Flush()
 		},

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -68,7 +69,13 @@ func TestUsageErrors(t *testing.T) {
 func TestAgainstCluster(t *testing.T) {
 	ms := func(n int) config.Duration { return config.Duration(time.Duration(n) * time.Millisecond) }
 	c, err := devcluster.New(devcluster.Options{Nodes: 3, Dir: t.TempDir(), Bin: fencedBin, BMC: true,
-		Timing: config.Timing{Heartbeat: ms(150), Lease: ms(1500), Margin: ms(150), Grace: ms(1000), FenceTimeout: ms(5000)}})
+		Timing: config.Timing{Heartbeat: ms(150), Lease: ms(1500), Margin: ms(150), Grace: ms(1000), FenceTimeout: ms(5000)},
+		Configure: func(cfg *config.Config) {
+			for name, d := range cfg.Devices {
+				d.MonitorInterval = config.Duration(time.Second)
+				cfg.Devices[name] = d
+			}
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,9 +123,24 @@ func TestAgainstCluster(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.SchemaVersion != 1 || st.Primary.Node != p.Name || len(st.Nodes) != 3 {
 		t.Fatalf("json status: %d %+v\n%s", code, st, out)
 	}
-	code, out, _ = ctl("--socket", other.Socket, "device", "list")
-	if code != 0 || !strings.Contains(out, victim.Name+"-bmc") || !strings.Contains(out, victim.Name+" (level 1)") {
-		t.Errorf("device list: %d\n%s", code, out)
+	// Every node checks the devices that fence the others: soon each
+	// reads ok, with when and how long; its own BMC it leaves to them.
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		code, out, _ = ctl("--socket", other.Socket, "device", "list")
+		if code == 0 && regexp.MustCompile(victim.Name+`-bmc +ipmi +`+victim.Name+` \(level 1\) +ok +\d+s ago +\d+ms +-`).MatchString(out) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("device list never showed %s-bmc healthy: %d\n%s", victim.Name, code, out)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^DEVICE +AGENT +FENCES +HEALTH +LAST CHECK +LATENCY +ERROR$`).MatchString(out) ||
+		!regexp.MustCompile(other.Name+`-bmc +ipmi +`+other.Name+` \(level 1\) +not checked here +- +- +-`).MatchString(out) {
+		t.Errorf("device list:\n%s", out)
+	}
+	code, out, _ = ctl("--socket", other.Socket, "status")
+	if code != 0 || !regexp.MustCompile(`(?m)^`+victim.Name+` .* working +`).MatchString(out) || strings.Contains(out, "Fencing:") {
+		t.Errorf("status with healthy devices:\n%s", out)
 	}
 	code, out, _ = ctl("--socket", other.Socket, "device", "status", victim.Name+"-bmc")
 	if code != 0 || !strings.Contains(out, "monitor ok") || !strings.Contains(out, "on") {
@@ -205,6 +227,47 @@ func TestAgainstCluster(t *testing.T) {
 			}
 		} else if !strings.Contains(outb.String(), "quorum: yes, 3 of 3 configured nodes seen") || !strings.Contains(outb.String(), "node "+p.Name+" (data): alive") {
 			t.Errorf("watch lines:\n%s", outb.String())
+		}
+	}
+
+	// A BMC whose password was changed: the node asked warns that the
+	// node behind it has no working fence path, until it is changed back.
+	bmc := c.BMCs[p.Index]
+	if err := bmc.SetPassword("changed-by-someone"); err != nil {
+		t.Fatal(err)
+	}
+	warning := regexp.MustCompile(`(?m)^Fencing:  ` + p.Name + `: no working fence path: ` + p.Name + `-bmc auth failed \d+s ago$`)
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		_, out, _ = ctl("--socket", other.Socket, "status")
+		if warning.MatchString(out) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no fence path warning for %s:\n%s", p.Name, out)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^` + p.Name + ` .* NONE WORKING +`).MatchString(out) {
+		t.Errorf("status table does not flag %s:\n%s", p.Name, out)
+	}
+	jsonOut("status.json", 0, "status")
+	jsonOut("devices.json", 0, "device", "list")
+	_, out, _ = ctl("--socket", other.Socket, "device", "list")
+	if !regexp.MustCompile(p.Name + `-bmc .* FAILING \(auth\) for \d+s .*authentication`).MatchString(out) {
+		t.Errorf("device list with a changed password:\n%s", out)
+	}
+	if strings.Contains(out, devcluster.BMCPassword) {
+		t.Errorf("device list shows the password:\n%s", out)
+	}
+	if err := bmc.SetPassword(devcluster.BMCPassword); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		_, out, _ = ctl("--socket", other.Socket, "status")
+		if !strings.Contains(out, "Fencing:") && regexp.MustCompile(`(?m)^`+p.Name+` .* working +`).MatchString(out) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("fence path of %s not working again:\n%s", p.Name, out)
 		}
 	}
 

@@ -30,8 +30,14 @@ func newStatusCmd(a *app) *cobra.Command {
 		Use:   "status",
 		Short: "Show the cluster: quorum, primary and epoch, every node, this node's resources",
 		Long: `Show the cluster as the local node sees it: quorum (votes seen and needed),
-the primary and its epoch, this node's own view, every configured node, and
-the resources of this node's group (see resource list).
+the primary and its epoch, this node's own view, every configured node with
+its FENCE PATH as this node's device checks see it (working: every device of
+one of its levels passed its last check), and the resources of this node's
+group (see resource list). A node none of whose levels works gets a warning
+line naming each device and what failed ("node2: no working fence path:
+node2-bmc auth failed 3m ago; pdu-a ok"): if it failed now, its takeover
+would block. A node does not check the devices that fence only itself; ask
+another node about its own path.
 
 With --watch it keeps asking the daemon every --interval: on a terminal the
 view is redrawn in place (like crm_mon); otherwise, and with -o json, it
@@ -97,12 +103,19 @@ func printStatus(w io.Writer, st *api.Status) {
 	if s.Ineligible != "" {
 		fmt.Fprintf(w, "           NOT ELIGIBLE for primacy: %s\n", cell(s.Ineligible))
 	}
+	for i, l := range fenceWarnings(st, time.Now(), true) {
+		label := "Fencing:  "
+		if i > 0 {
+			label = "          "
+		}
+		fmt.Fprintf(w, "%s%s\n", label, l)
+	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tKIND\tADDRESS\tGOSSIP\tRAFT\tROLE\tEPOCH\tSTORAGE\tLAST CONTACT\tVERSION")
+	fmt.Fprintln(tw, "NODE\tKIND\tADDRESS\tGOSSIP\tRAFT\tROLE\tEPOCH\tSTORAGE\tFENCE PATH\tLAST CONTACT\tVERSION")
 	var lost []string
 	for _, n := range st.Nodes {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", cell(n.Name), cell(n.Kind), cell(n.Address), cell(n.Gossip), cell(n.Raft), cell(n.Role), n.Epoch, cell(n.Storage), ago(n.LastContact), cell(n.Version))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", cell(n.Name), cell(n.Kind), cell(n.Address), cell(n.Gossip), cell(n.Raft), cell(n.Role), n.Epoch, cell(n.Storage), pathCell(st, n.Name), ago(n.LastContact), cell(n.Version))
 		if n.Kind == "witness" && n.Gossip != "alive" && n.Gossip != "suspect" {
 			lost = append(lost, n.Name)
 		}
@@ -259,7 +272,14 @@ func statusLines(st *api.Status) ([]string, map[string]string) {
 	for _, n := range st.Nodes {
 		k := "node " + cell(n.Name)
 		keys = append(keys, k)
-		m[k] = fmt.Sprintf("%s (%s): %s, raft %s, role %s, epoch %d, storage %s, version %s", k, cell(n.Kind), cell(n.Gossip), cell(n.Raft), cell(n.Role), n.Epoch, cell(n.Storage), cell(n.Version))
+		m[k] = fmt.Sprintf("%s (%s): %s, raft %s, role %s, epoch %d, storage %s, fence path %s, version %s", k, cell(n.Kind), cell(n.Gossip), cell(n.Raft), cell(n.Role), n.Epoch, cell(n.Storage), pathCell(st, n.Name), cell(n.Version))
+	}
+	// A node without a working fence path gets a line of its own, without
+	// times (they would change on every poll).
+	for _, l := range fenceWarnings(st, time.Time{}, false) {
+		k := "fencing " + l[:strings.Index(l, ":")]
+		keys = append(keys, k)
+		m[k] = "fencing: " + l
 	}
 	return keys, m
 }

@@ -24,6 +24,9 @@ type Status struct {
 	Primary       PrimaryInfo  `json:"primary"`
 	Self          SelfStatus   `json:"self"`
 	Nodes         []NodeStatus `json:"nodes"`
+	// FencePaths says, for every configured node, whether it can be
+	// fenced, from the answering node's device checks.
+	FencePaths []FencePath `json:"fencePaths,omitempty"`
 }
 
 // QuorumStatus counts votes against the configured size.
@@ -98,9 +101,66 @@ type RecordReply struct {
 
 // Device is one entry of GET /v1/devices.
 type Device struct {
-	Name    string   `json:"name"`
-	Agent   string   `json:"agent"`
-	Targets []string `json:"targets"` // "node2 (level 1, plug 3)"
+	Name    string       `json:"name"`
+	Agent   string       `json:"agent"`
+	Targets []string     `json:"targets"` // "node2 (level 1, plug 3)"
+	Health  DeviceHealth `json:"health"`
+}
+
+// Device health states (DeviceHealth.State, FencePathDevice.State).
+const (
+	HealthOK          = "ok"          // the last check succeeded
+	HealthFailing     = "failing"     // the last check failed
+	HealthPending     = "pending"     // not checked yet
+	HealthUnmonitored = "unmonitored" // not checked by the answering node: it fences only that node
+)
+
+// DeviceHealth is what the answering node's checks of a device found. A
+// node checks every device that fences some other node, on the device's
+// monitor_interval (a status query, never a power action).
+type DeviceHealth struct {
+	State string `json:"state"`
+	// ErrorKind of a failing device: auth, unreachable or other.
+	ErrorKind string `json:"errorKind,omitempty"`
+	Error     string `json:"error,omitempty"`
+	// LastCheck is when the last finished check started; Latency how long
+	// it took.
+	LastCheck     *time.Time `json:"lastCheck,omitempty"`
+	LatencyMillis float64    `json:"latencyMillis,omitempty"`
+	// Since is when the current state (ok or failing) began.
+	Since *time.Time `json:"since,omitempty"`
+	// Failures counts the consecutive failed checks.
+	Failures        int     `json:"failures,omitempty"`
+	IntervalSeconds float64 `json:"intervalSeconds,omitempty"`
+	// CheckingSince is when the check now running started.
+	CheckingSince *time.Time `json:"checkingSince,omitempty"`
+}
+
+// Fence path states (FencePath.State).
+const (
+	PathWorking = "working" // every device of at least one level is healthy
+	PathFailing = "failing" // every level has a device whose last check failed: a fence would fail
+	PathUnknown = "unknown" // not every level is checked (yet, or from here)
+	PathNone    = "none"    // the node has no fence topology
+)
+
+// FencePath is whether one node can be fenced, from the answering node's
+// checks: a node's path works when every device of at least one of its
+// levels passed its last check.
+type FencePath struct {
+	Node  string `json:"node"`
+	State string `json:"state"`
+	// Devices of the node's topology, each once, in level order.
+	Devices []FencePathDevice `json:"devices"`
+}
+
+// FencePathDevice is one device of a fence path.
+type FencePathDevice struct {
+	Device    string     `json:"device"`
+	Level     int        `json:"level"` // the first level it is in, 1-based
+	State     string     `json:"state"`
+	ErrorKind string     `json:"errorKind,omitempty"`
+	Since     *time.Time `json:"since,omitempty"`
 }
 
 // DeviceList is GET /v1/devices.

@@ -109,6 +109,15 @@ type Device struct {
 	Timeout Duration `yaml:"timeout"`
 	// Retries of a failed action before the level is given up.
 	Retries int `yaml:"retries"`
+	// MonitorInterval is how often every node that could fence through this
+	// device checks it (a status query or the agent's monitor, never a power
+	// action); 0 = 60s, else 1s–24h. See DeviceMonitorInterval.
+	MonitorInterval Duration `yaml:"monitor_interval"`
+	// Unfence says whether a node runs "on" for itself on this device when it
+	// starts, before it may become primary: "" (as the agent declares: exec
+	// agents whose metadata marks "on" on_target and automatic, such as
+	// fence_scsi and fence_mpath), "on_start" (always) or "never".
+	Unfence string `yaml:"unfence,omitempty"`
 }
 
 // Timing holds the lease parameters. See Validate for the relations.

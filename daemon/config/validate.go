@@ -217,6 +217,7 @@ func (v *validator) devices(reg *agents.Registry) {
 		if d.Retries < 0 || d.Retries > MaxRetries {
 			v.add(p+".retries", "%d: want 0 to %d (a device that failed %d times in a row will not answer the next try: the next level should get the time)", d.Retries, MaxRetries, MaxRetries+1)
 		}
+		v.deviceWatch(p, d)
 	}
 }
 

@@ -43,8 +43,12 @@ type BMCConfig struct {
 	OnPowerOn  func() error
 }
 
+// userID is the slot of the BMC's one user.
+const userID = 2
+
 // BMC is a running go-ipmi reference BMC bound to loopback.
 type BMC struct {
+	bmc     *bmc.BMC
 	addr    *net.UDPAddr
 	srv     *server.Server
 	conn    *udp.Conn
@@ -94,7 +98,7 @@ func StartBMC(cfg BMCConfig) (*BMC, error) {
 		opts = append(opts, bmc.WithKG(cfg.KG))
 	}
 	b := bmc.New(info, guid, h, opts...)
-	user, err := b.Users.Add(2, cfg.Username)
+	user, err := b.Users.Add(userID, cfg.Username)
 	if err != nil {
 		return nil, fmt.Errorf("ipmisim: add user: %w", err)
 	}
@@ -107,6 +111,7 @@ func StartBMC(cfg BMCConfig) (*BMC, error) {
 		return nil, fmt.Errorf("ipmisim: listen %s: %w", cfg.Addr, err)
 	}
 	s := &BMC{
+		bmc:     b,
 		addr:    conn.LocalAddr().(*net.UDPAddr),
 		conn:    conn,
 		chassis: ch,
@@ -145,6 +150,16 @@ func (s *BMC) SetIgnorePowerOff(ignore bool) { s.chassis.ignoreOff.Store(ignore)
 // SetSilent makes the BMC stop answering (packets are read and dropped),
 // as a hung or unreachable BMC does.
 func (s *BMC) SetSilent(silent bool) { s.chassis.silent.Store(silent) }
+
+// SetPassword changes the user's password, as an administrator (or an
+// expiry policy) does on a real BMC: sessions opened with the old one are
+// refused from then on.
+func (s *BMC) SetPassword(password string) error {
+	return s.bmc.Users.Update(userID, func(u *bmc.User) error {
+		u.SetPassword([]byte(password))
+		return nil
+	})
+}
 
 // PowerCommands counts the power-changing commands received.
 func (s *BMC) PowerCommands() int { return int(s.chassis.commands.Load()) }

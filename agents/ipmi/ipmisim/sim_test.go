@@ -113,3 +113,27 @@ func TestOpenIPMIPowerKillsHost(t *testing.T) {
 		t.Fatal("Close left the host running")
 	}
 }
+
+// A changed password refuses the old one from the next session on.
+func TestBMCSetPassword(t *testing.T) {
+	b, err := StartBMC(BMCConfig{PoweredOn: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if out, err := ipmitool(t, b.Port(), "17", "chassis", "power", "status"); err != nil {
+		t.Fatalf("status: %v: %s", err, out)
+	}
+	if err := b.SetPassword("rotated"); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := ipmitool(t, b.Port(), "17", "chassis", "power", "status"); err == nil {
+		t.Fatalf("old password accepted after the change: %s", out)
+	}
+	if err := b.SetPassword("password"); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := ipmitool(t, b.Port(), "17", "chassis", "power", "status"); err != nil {
+		t.Fatalf("after restoring the password: %v: %s", err, out)
+	}
+}

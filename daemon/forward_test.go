@@ -1,0 +1,84 @@
+package daemon
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/fenced/fenced/quorum"
+	"github.com/fenced/fenced/stonith"
+)
+
+// Another node may have the leader commit only what it says about itself:
+// its release, and a new record of its own unfencing at start.
+func TestForwardable(t *testing.T) {
+	own := func() *stonith.Record {
+		return &stonith.Record{Kind: stonith.KindUnfence, Action: stonith.ActionOn, Target: "node2", Executor: "node2",
+			Outcome: stonith.OutcomeSuccess, RequestedBy: "root@node1", Reason: "unfence\x1b[2J at start",
+			Attempts: []stonith.Attempt{{Level: 1, Device: "scsi", Action: "on", Result: "success", Stderr: strings.Repeat("x", 10000)}}}
+	}
+	cases := []struct {
+		name string
+		mod  func(c *quorum.Command)
+		ok   bool
+	}{
+		{"own release", func(c *quorum.Command) { *c = quorum.Command{Op: quorum.OpRelease, Node: "node2"} }, true},
+		{"another's release", func(c *quorum.Command) { *c = quorum.Command{Op: quorum.OpRelease, Node: "node3"} }, false},
+		{"own unfence", func(c *quorum.Command) {}, true},
+		{"own failed unfence", func(c *quorum.Command) { c.Record.Outcome = stonith.OutcomeFailed }, true},
+		{"pending record", func(c *quorum.Command) { c.Record.Outcome = stonith.OutcomePending }, false},
+		{"unfence of another node", func(c *quorum.Command) { c.Record.Target = "node3" }, false},
+		{"run by another node", func(c *quorum.Command) { c.Record.Executor = "node1" }, false},
+		{"a fence", func(c *quorum.Command) { c.Record.Kind, c.Record.Action = stonith.KindFence, stonith.ActionOff }, false},
+		{"a fence of itself", func(c *quorum.Command) { c.Record.Kind = stonith.KindFence }, false},
+		{"a confirmation", func(c *quorum.Command) { c.Record.Kind = stonith.KindConfirm }, false},
+		{"an off", func(c *quorum.Command) { c.Record.Action = stonith.ActionOff }, false},
+		{"overwriting a record", func(c *quorum.Command) { c.Record.ID = 3 }, false},
+		{"no record", func(c *quorum.Command) { c.Record = nil }, false},
+		{"too many attempts", func(c *quorum.Command) { c.Record.Attempts = make([]stonith.Attempt, 65) }, false},
+		{"acquire", func(c *quorum.Command) { *c = quorum.Command{Op: quorum.OpAcquire, Node: "node2"} }, false},
+		{"state", func(c *quorum.Command) {
+			*c = quorum.Command{Op: quorum.OpState, Node: "node2", State: quorum.HolderMounted}
+		}, false},
+		{"standby", func(c *quorum.Command) { *c = quorum.Command{Op: quorum.OpStandby, Node: "node2"} }, false},
+	}
+	for _, tc := range cases {
+		c := quorum.Command{Op: quorum.OpRecord, Record: own()}
+		tc.mod(&c)
+		if got := acceptForwarded(&c, "node2"); got != tc.ok {
+			t.Errorf("%s: acceptForwarded = %v, want %v", tc.name, got, tc.ok)
+		}
+	}
+	// What is accepted is cleaned and bounded, and says who asked.
+	c := quorum.Command{Op: quorum.OpRecord, Record: own()}
+	acceptForwarded(&c, "node2")
+	if r := c.Record; r.RequestedBy != "node2 (start)" || strings.ContainsRune(r.Reason, '\x1b') || len(r.Attempts[0].Stderr) > maxForwardedText {
+		t.Errorf("accepted record not cleaned: %+v", r)
+	}
+}
+
+// A node's record of its own unfencing changes nothing the takeover gate
+// reads: the node stays among those that may still run the storage.
+func TestUnfenceRecordClearsNothing(t *testing.T) {
+	f := quorum.NewFSM(10)
+	apply := func(i uint64, c quorum.Command) any {
+		b, _ := json.Marshal(c)
+		return f.Apply(&raft.Log{Index: i, Data: b})
+	}
+	apply(1, quorum.Command{Op: quorum.OpAcquire, Node: "node2"})
+	apply(2, quorum.Command{Op: quorum.OpState, Node: "node2", Epoch: 1, State: quorum.HolderMounting})
+	rec := stonith.Record{Kind: stonith.KindUnfence, Action: stonith.ActionOn, Target: "node2", Executor: "node2", Outcome: stonith.OutcomeSuccess}
+	c := quorum.Command{Op: quorum.OpRecord, Record: &rec}
+	if !acceptForwarded(&c, "node2") {
+		t.Fatal("own unfence refused")
+	}
+	if res := apply(3, c); res != uint64(1) {
+		t.Fatalf("apply: %v", res)
+	}
+	st := f.State()
+	if st.Unconfirmed["node2"] != 1 || st.HolderState != quorum.HolderMounting || len(st.History) != 1 || st.History[0].Kind != stonith.KindUnfence {
+		t.Fatalf("state after an unfence record: %+v", st)
+	}
+}

@@ -1,0 +1,366 @@
+// Package health watches the fence devices before they are needed: a node
+// checks, every devices.NAME.monitor_interval, each configured device that
+// could fence some other node — the agent's monitor, or a status query;
+// never a power action — and keeps the last result of each: when it ran,
+// how long it took, ok or the error and its kind (authentication,
+// unreachable, other). The API's status and device list, the metrics and
+// the log read it; from those results Path says whether a node can be
+// fenced at all (every device of at least one of its levels healthy).
+//
+// Which node checks what: every node checks the devices that fence the
+// other nodes, because any of them may be the leader that has to fence,
+// and a device must answer from there. A node does not check the devices
+// that only fence itself: it is never the one to fence itself, and its own
+// view of its own BMC says nothing about whether a peer reaches it (the
+// peers check those).
+//
+// The monitor runs on goroutines of its own, one per device, owned by Run.
+// The control loop never waits for it and never reads it: a device that
+// hangs holds only its own check, bounded by the device's timeout. Checks
+// are spread over time (each device starts at its own offset, derived from
+// the node and device names, and keeps that phase), and at most MaxChecks
+// run at once, so many devices do not burst.
+//
+// The per-device goroutine is also where a session kept warm for the next
+// fence (issue 14, slow BMCs) would live: it owns the device's checks, so it
+// can own a long-lived agent and hand it to the fencing engine later.
+package health
+
+import (
+	"context"
+	"errors"
+	"hash/fnv"
+	"log/slog"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/fenced/fenced/agents"
+	"github.com/fenced/fenced/stonith"
+)
+
+// States of a device.
+const (
+	StateOK      = "ok"      // its last check succeeded
+	StateFailing = "failing" // its last check failed
+	StatePending = "pending" // not checked yet
+)
+
+// Kinds of a failed check.
+const (
+	KindAuth        = "auth"        // the device refused our credentials
+	KindUnreachable = "unreachable" // no answer (or no answer in time)
+	KindOther       = "other"       // it answered and refused, or the device is misconfigured
+)
+
+// Classify says what kind of failure err is. timedOut reports that the
+// check ran into its deadline.
+func Classify(err error, timedOut bool) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, agents.ErrAuth):
+		return KindAuth
+	case timedOut, errors.Is(err, agents.ErrOutcomeUnknown), errors.Is(err, context.DeadlineExceeded):
+		return KindUnreachable
+	}
+	// Unclassified errors are configuration problems (an agent that cannot
+	// be built); classified failures are refusals.
+	return KindOther
+}
+
+// Health is what the last checks of one device found.
+type Health struct {
+	Device string
+	State  string // StateOK, StateFailing, StatePending
+	Kind   string // of a failing device
+	Error  string // of a failing device; agents keep secrets out of it
+	// LastCheck is when the last finished check started (wall clock), and
+	// Latency how long it took.
+	LastCheck time.Time
+	Latency   time.Duration
+	// Since is when the current state began: the first failure of the
+	// current run of failures, or the first success after one.
+	Since time.Time
+	// Failures counts the consecutive failed checks.
+	Failures int
+	Interval time.Duration
+	// Checking is when the running check started; zero when none runs.
+	Checking time.Time
+}
+
+// Device is one device to watch.
+type Device struct {
+	Name string
+	// Target is what a check uses: the device's parameters with one of its
+	// mappings (the plug of a node it fences), and its timeout.
+	Target   stonith.Target
+	Interval time.Duration
+}
+
+// CheckFunc checks one device; nil means healthy. It must return when ctx
+// ends. The stonith engine's Monitor is one.
+type CheckFunc func(ctx context.Context, t stonith.Target) error
+
+// Options configure a Monitor.
+type Options struct {
+	// Self names this node, for the phase of each device's checks (two
+	// nodes checking the same device do not check it at the same moment).
+	Self    string
+	Devices []Device
+	Check   CheckFunc
+	Logger  *slog.Logger
+	// FirstWithin bounds the delay of each device's first check (default
+	// 10s, at most the device's interval): soon after start every device
+	// has been checked once, still spread.
+	FirstWithin time.Duration
+	// MaxChecks bounds the checks running at once (default 8).
+	MaxChecks int
+	// DefaultTimeout bounds a check whose Target has no timeout (default 20s).
+	DefaultTimeout time.Duration
+	// Observe, when set, is told of every finished check (metrics).
+	Observe func(h Health)
+	// Now is the wall clock for the times shown (default time.Now).
+	Now func() time.Time
+}
+
+// Monitor checks devices on their intervals and keeps the results. Its
+// methods are safe for concurrent use.
+type Monitor struct {
+	o    Options
+	log  *slog.Logger
+	sem  chan struct{}
+	devs map[string]Device
+
+	mu     sync.Mutex
+	health map[string]*Health
+}
+
+// New returns a monitor of o.Devices; Run starts the checks.
+func New(o Options) *Monitor {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.FirstWithin <= 0 {
+		o.FirstWithin = 10 * time.Second
+	}
+	if o.MaxChecks <= 0 {
+		o.MaxChecks = 8
+	}
+	if o.DefaultTimeout <= 0 {
+		o.DefaultTimeout = 20 * time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	m := &Monitor{o: o, log: o.Logger, sem: make(chan struct{}, o.MaxChecks), devs: map[string]Device{}, health: map[string]*Health{}}
+	for _, d := range o.Devices {
+		m.devs[d.Name] = d
+		m.health[d.Name] = &Health{Device: d.Name, State: StatePending, Interval: d.Interval}
+	}
+	return m
+}
+
+// Run checks every device on its interval until ctx ends, and returns once
+// every check it started has returned.
+func (m *Monitor) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, d := range m.o.Devices {
+		if d.Interval <= 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.watch(ctx, d)
+		}()
+	}
+	wg.Wait()
+}
+
+// phase is the device's offset within [0, span): stable for a node and a
+// device, different between nodes and devices.
+func phase(self, device string, span time.Duration) time.Duration {
+	if span <= 0 {
+		return 0
+	}
+	h := fnv.New64a()
+	h.Write([]byte(self + "\x00" + device))
+	return time.Duration(h.Sum64() % uint64(span))
+}
+
+// watch checks one device at first+k·interval, skipping the times a slow
+// check overran.
+func (m *Monitor) watch(ctx context.Context, d Device) {
+	next := time.Now().Add(phase(m.o.Self, d.Name, min(m.o.FirstWithin, d.Interval)))
+	t := time.NewTimer(time.Until(next))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		m.check(ctx, d)
+		next = next.Add(d.Interval)
+		if late := time.Since(next); late > 0 {
+			next = next.Add((late/d.Interval + 1) * d.Interval)
+		}
+		t.Reset(time.Until(next))
+	}
+}
+
+// check runs one check of d and records it.
+func (m *Monitor) check(ctx context.Context, d Device) {
+	select {
+	case m.sem <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
+	defer func() { <-m.sem }()
+	timeout := d.Target.Timeout
+	if timeout <= 0 {
+		timeout = m.o.DefaultTimeout
+	}
+	started := m.o.Now()
+	m.mu.Lock()
+	m.health[d.Name].Checking = started
+	m.mu.Unlock()
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	t0 := time.Now()
+	err := m.o.Check(cctx, d.Target)
+	took := time.Since(t0)
+	timedOut := cctx.Err() != nil
+	cancel()
+	if ctx.Err() != nil {
+		// Stopping: the check was cut short, its result means nothing.
+		m.mu.Lock()
+		m.health[d.Name].Checking = time.Time{}
+		m.mu.Unlock()
+		return
+	}
+	m.Record(d.Name, started, took, err, timedOut)
+}
+
+// Record stores the result of a check of device that started at started
+// and took took: one of the monitor's own, or one made elsewhere (an
+// admin's `fencectl device status`). Unknown devices are ignored.
+func (m *Monitor) Record(device string, started time.Time, took time.Duration, err error, timedOut bool) {
+	m.mu.Lock()
+	h, ok := m.health[device]
+	if !ok {
+		m.mu.Unlock()
+		return
+	}
+	before := *h
+	h.Checking = time.Time{}
+	h.LastCheck, h.Latency = started, took
+	if err == nil {
+		if h.State != StateOK {
+			h.Since = started
+		}
+		h.State, h.Kind, h.Error, h.Failures = StateOK, "", "", 0
+	} else {
+		if h.State != StateFailing {
+			h.Since = started
+		}
+		h.State, h.Kind, h.Error = StateFailing, Classify(err, timedOut), err.Error()
+		h.Failures++
+	}
+	after := *h
+	m.mu.Unlock()
+
+	log := m.log.With("device", device, "latency", took.Round(time.Millisecond))
+	switch {
+	case after.State == StateFailing && (before.State != StateFailing || before.Kind != after.Kind):
+		log.Warn("fence device check failed", "kind", after.Kind, "err", after.Error)
+	case after.State == StateOK && before.State == StateFailing:
+		log.Info("fence device healthy again", "failed_for", started.Sub(before.Since).Round(time.Second), "failed_checks", before.Failures)
+	case after.State == StateOK && before.State == StatePending:
+		log.Info("fence device ok")
+	}
+	if m.o.Observe != nil {
+		m.o.Observe(after)
+	}
+}
+
+// Get returns the health of device; false if this monitor does not watch it.
+func (m *Monitor) Get(device string) (Health, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h, ok := m.health[device]
+	if !ok {
+		return Health{}, false
+	}
+	return *h, true
+}
+
+// All returns the health of every watched device, by name.
+func (m *Monitor) All() []Health {
+	m.mu.Lock()
+	out := make([]Health, 0, len(m.health))
+	for _, h := range m.health {
+		out = append(out, *h)
+	}
+	m.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Device < out[j].Device })
+	return out
+}
+
+// Watches reports whether the monitor checks device.
+func (m *Monitor) Watches(device string) bool {
+	_, ok := m.devs[device]
+	return ok
+}
+
+// Path states: whether a node can be fenced, as the checks see it.
+const (
+	PathWorking = "working" // every device of at least one level is healthy
+	PathFailing = "failing" // every level has a device whose last check failed
+	PathUnknown = "unknown" // no level is known to work, and not every level is known to fail
+	PathNone    = "none"    // the node has no fence topology
+)
+
+// Path says whether a node whose fence topology is levels (device names
+// per level) can be fenced, given each device's health (ok false: not
+// watched here).
+func Path(levels [][]string, get func(device string) (Health, bool)) string {
+	if len(levels) == 0 {
+		return PathNone
+	}
+	allFail := true
+	for _, lvl := range levels {
+		works, fails := len(lvl) > 0, false
+		for _, dev := range lvl {
+			h, ok := get(dev)
+			if !ok || h.State != StateOK {
+				works = false
+			}
+			if ok && h.State == StateFailing {
+				fails = true
+			}
+		}
+		if works {
+			return PathWorking
+		}
+		allFail = allFail && (fails || len(lvl) == 0)
+	}
+	if allFail {
+		return PathFailing
+	}
+	return PathUnknown
+}
+
+// Devices lists the distinct devices of levels in level order.
+func Devices(levels [][]string) []string {
+	var out []string
+	for _, lvl := range levels {
+		for _, d := range lvl {
+			if !slices.Contains(out, d) {
+				out = append(out, d)
+			}
+		}
+	}
+	return out
+}

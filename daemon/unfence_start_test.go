@@ -1,0 +1,207 @@
+package daemon_test
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fenced/fenced/daemon"
+	"github.com/fenced/fenced/daemon/config"
+	"github.com/fenced/fenced/daemon/devcluster"
+	"github.com/fenced/fenced/stonith"
+)
+
+// agentRun is one line of testdata/fence_ontarget's log.
+type agentRun struct {
+	at     time.Time
+	action string
+	plug   string
+	ppid   int
+}
+
+func agentRuns(t *testing.T, dir string) []agentRun {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, "log"))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []agentRun
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) != 4 {
+			continue
+		}
+		sec, err := strconv.ParseFloat(fs[0], 64)
+		if err != nil {
+			continue
+		}
+		ppid, _ := strconv.Atoi(strings.TrimPrefix(fs[3], "ppid="))
+		out = append(out, agentRun{at: time.Unix(0, int64(sec*1e9)), action: fs[1], plug: strings.TrimPrefix(fs[2], "plug="), ppid: ppid})
+	}
+	return out
+}
+
+// TestUnfenceAtStart (issue 12, part 5): every node's topology has a
+// reservation-style device whose metadata says its "on" runs on the node
+// itself (on_target, automatic). Each node runs it for itself when it
+// starts — its own process, its own plug — and before it is ever primary.
+// A node whose unfence fails stays ineligible, says why, and retries: with
+// every other node in standby there is then no primary at all, until the
+// device is fixed and the node unfences itself and takes over. The history
+// records each unfence, committed through the leader.
+func TestUnfenceAtStart(t *testing.T) {
+	agent, err := filepath.Abs("testdata/fence_ontarget")
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := t.TempDir()
+	// node1's registration fails until the file goes.
+	failFile := filepath.Join(state, "fail-node1")
+	if err := os.WriteFile(failFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := startCluster(t, devcluster.Options{Nodes: 3, Configure: func(cfg *config.Config) {
+		cfg.Devices = map[string]config.Device{"scsi": {Agent: "exec", Params: map[string]string{"agent": agent, "state_dir": state}}}
+		for i := range cfg.Nodes {
+			cfg.Nodes[i].Fence = []config.Level{{Devices: []config.DeviceRef{{Device: "scsi", Plug: cfg.Nodes[i].Name}}}}
+		}
+	}})
+	watchSafety(t, c)
+	node1 := c.Nodes[0]
+
+	p, e1, err := c.Primary(ctxT(t, 30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p == node1 {
+		t.Fatalf("%s became primary with its unfence failing", p.Name)
+	}
+	// Each of the others unfenced itself: the run that registered nodeK's
+	// key was made by nodeK's own process.
+	pids := map[int]string{}
+	for _, n := range c.Nodes {
+		pids[n.Pid()] = n.Name
+	}
+	waitUntil(t, "node2 and node3 unfenced", 20*time.Second, func() bool {
+		ok := map[string]bool{}
+		for _, r := range agentRuns(t, state) {
+			if r.action == "on" && pids[r.ppid] == r.plug {
+				ok[r.plug] = true
+			}
+		}
+		return ok["node2"] && ok["node3"]
+	})
+	for _, r := range agentRuns(t, state) {
+		if r.action == "on" && pids[r.ppid] != r.plug {
+			t.Errorf("on for %s run by %s's process (pid %d)", r.plug, pids[r.ppid], r.ppid)
+		}
+	}
+	// Unfenced before it was ever primary: the primary's own log says
+	// so, in order.
+	unfenced := logTimes(p.Log, time.Time{}, "unfenced at start")
+	elected := logTimes(p.Log, time.Time{}, "elected: epoch granted")
+	if len(unfenced) == 0 || len(elected) == 0 || !unfenced[0].Before(elected[0]) {
+		t.Fatalf("%s: unfenced at %v, elected at %v", p.Name, unfenced, elected)
+	}
+	var onAt time.Time
+	for _, r := range agentRuns(t, state) {
+		if r.action == "on" && r.plug == p.Name && onAt.IsZero() {
+			onAt = r.at
+		}
+	}
+	if onAt.IsZero() || !onAt.Before(elected[0]) {
+		t.Fatalf("%s's on ran at %v, its first election at %v", p.Name, onAt, elected[0])
+	}
+
+	// node1: ineligible, with the device's error, and retrying.
+	waitUntil(t, "node1 to report its unfence failure", 20*time.Second, func() bool {
+		st, err := node1.Status(context.Background())
+		return err == nil && strings.Contains(st.Self.Ineligible, "unfence: unfencing this node failed (try 2") &&
+			strings.Contains(st.Self.Ineligible, "reservation conflict registering the key of node1")
+	})
+	// Everyone else in standby: node1 is the only candidate, and still may
+	// not be primary.
+	cl := p.Client()
+	defer cl.Close()
+	for _, n := range c.Nodes[1:] {
+		if err := cl.Do(ctxT(t, 10*time.Second), "POST", "/v1/standby", nil, daemon.AdminRequest{Node: n.Name, Flag: true}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitUntil(t, "the primary to hand over", 20*time.Second, func() bool {
+		for _, n := range c.Nodes {
+			if st, err := n.Status(context.Background()); err == nil && st.Self.Acting {
+				return false
+			}
+		}
+		return true
+	})
+	for range 20 {
+		if st, err := node1.Status(context.Background()); err == nil && (st.Self.Acting || st.Self.Epoch != 0) {
+			t.Fatalf("%s holds epoch %d while its unfence fails", node1.Name, st.Self.Epoch)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	// Fixed: at its next try node1 registers its key, becomes eligible,
+	// and, the only candidate, primary.
+	if err := os.Remove(failFile); err != nil {
+		t.Fatal(err)
+	}
+	q, e2, err := c.Primary(ctxT(t, 60*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q != node1 || e2 <= e1 {
+		t.Fatalf("primary %s at epoch %d, want %s above %d", q.Name, e2, node1.Name, e1)
+	}
+	st, err := node1.Status(context.Background())
+	if err != nil || st.Self.Ineligible != "" {
+		t.Fatalf("node1 still ineligible: %q %v", st.Self.Ineligible, err)
+	}
+	if _, err := os.Stat(filepath.Join(state, "registered-node1")); err != nil {
+		t.Fatalf("node1's key not registered: %v", err)
+	}
+
+	// The history: each node's unfence of itself, run by itself; node1's
+	// first failure and its success, nothing in between.
+	recs := map[string][]stonith.Record{}
+	waitUntil(t, "the unfence records", 10*time.Second, func() bool {
+		recs = map[string][]stonith.Record{}
+		for _, r := range history(t, q, "") {
+			if r.Kind == stonith.KindUnfence {
+				recs[r.Target] = append(recs[r.Target], r)
+			}
+		}
+		return len(recs["node1"]) == 2 && len(recs["node2"]) == 1 && len(recs["node3"]) == 1
+	})
+	for node, rs := range recs {
+		for _, r := range rs {
+			if r.Executor != node || r.Action != stonith.ActionOn || r.RequestedBy != node+" (start)" || len(r.Attempts) == 0 || r.Attempts[0].Device != "scsi" {
+				t.Errorf("unfence record of %s: %+v", node, r)
+			}
+		}
+	}
+	if r := recs["node1"]; r[0].Outcome == stonith.OutcomeSuccess || !strings.Contains(r[0].Error, "reservation conflict") || r[1].Outcome != stonith.OutcomeSuccess {
+		t.Errorf("node1's records: %+v", r)
+	}
+}
+
+func waitUntil(t *testing.T, what string, limit time.Duration, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(limit); !cond(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", limit, what)
+		}
+	}
+}
