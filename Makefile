@@ -13,11 +13,12 @@ build:
 	mkdir -p bin
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/fenced ./cmd/fenced
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/fencectl ./cmd/fencectl
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/fenced-lab ./cmd/fenced-lab
 
 # A local 3-node cluster with simulated BMCs: elect, pause the primary, fence
 # it, fail over with a higher epoch. No root needed.
 demo: build
-	./bin/fenced demo --bin ./bin
+	./bin/fenced-lab demo --bin ./bin
 
 # Installs the simulators the tests drive (Debian packages) when missing,
 # then runs every test, integration included.

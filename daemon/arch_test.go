@@ -1,6 +1,7 @@
 package daemon_test
 
 import (
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -39,5 +40,45 @@ func TestArchitecture(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestProductLinksNoSimulator: the packaged programs (fenced, fencectl)
+// link none of the simulators, harnesses or test-only fault injection:
+// those live in fenced-lab and the tests.
+func TestProductLinksNoSimulator(t *testing.T) {
+	sims := []string{
+		"github.com/fenced/fenced/agents/ipmi/ipmisim",
+		"github.com/fenced/fenced/agents/redfish/redfishsim",
+		"github.com/fenced/fenced/agents/san/fabricsim",
+		"github.com/fenced/fenced/agents/pdu/pdutest",
+		"github.com/fenced/fenced/daemon/storage/tokenstore",
+		"github.com/fenced/fenced/daemon/devcluster",
+		"github.com/fenced/fenced/harness",
+	}
+	for _, cmd := range []string{"../cmd/fenced", "../cmd/fencectl"} {
+		out, err := exec.Command("go", "list", "-deps", cmd).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			for _, s := range sims {
+				if dep == s || strings.HasPrefix(dep, s+"/") {
+					t.Errorf("%s links %s", cmd, dep)
+				}
+			}
+		}
+	}
+	// Fault injection is compiled in only with -tags faultinject.
+	bin := t.TempDir() + "/fenced"
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/fenced").CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(data), "FENCED_FAULT_STALL_AFTER") {
+		t.Error("the product binary contains the fault injection")
 	}
 }

@@ -31,6 +31,12 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "building fenced: %v\n%s", err, out)
 		os.Exit(1)
 	}
+	// The storage writer the nodes' hooks run (devcluster finds it beside
+	// fenced).
+	if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, "fenced-lab"), "../cmd/fenced-lab").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building fenced-lab: %v\n%s", err, out)
+		os.Exit(1)
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)

@@ -218,9 +218,10 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 		voters[i] = n.Name
 	}
 	det, err := quorum.StartDetector(r, m, quorum.DetectorOptions{Detect: rt.Detect, Stagger: rt.Stagger, Log: d.log,
+		Majority: cfg.Majority(),
 		Order: func(leader string) []string {
 			standby := r.FSM().View().Standby
-			return quorum.RankOrder(voters, leader, cfg.Majority(), func(n string) bool {
+			return quorum.RankOrder(voters, leader, func(n string) bool {
 				nd, _ := cfg.NodeByName(n)
 				return nd.Witness() || standby[n]
 			})

@@ -1,8 +1,11 @@
 package quorum
 
 import (
+	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -29,26 +32,28 @@ import (
 //     of raft's contact and the leader's beacon, so only losing about eight
 //     datagrams in a row, and TCP at once, looks like silence;
 //   - a follower whose leader has been silent for Detect + rank × Stagger
-//     makes raft check at once against Detect, which starts raft's normal
-//     pre-vote and election;
-//   - ranks are staggered so that candidates do not split the vote: the
-//     first majority−1 to notice cannot win (the others still follow the
-//     leader and turn them away) but grant their votes to the next one,
-//     which can; nodes that may not hold primacy (witnesses, standby) are
-//     placed among those first, so the winner is one that may hold it.
+//     asks the others; only when a majority (itself included) finds the
+//     leader silent too does it stand for election, as raft's leadership
+//     transfer does (a TimeoutNow to itself): at once, and voters that still
+//     believe in the old leader grant the vote. A follower cut off from the
+//     leader alone therefore disturbs nothing;
+//   - ranks are staggered so that candidacies do not collide: the first to
+//     act wins, so nodes that may hold primacy come first; one asked by an
+//     earlier-ranked node holds back while that one stands.
 //
-// Beacons are only ever a liveness hint: they start elections sooner, they
-// cannot make anyone primary. Raft and the lease decide that.
+// Beacons and answers are only liveness hints: they start elections sooner,
+// they cannot make anyone primary. Raft and the lease decide that.
 type Detector struct {
 	r    *Raft
 	m    *Membership
 	log  *slog.Logger
 	opts DetectorOptions
 
-	mu     sync.Mutex
-	beacon map[string]time.Time // leader → when its last beacon arrived
-	stop   chan struct{}
-	wg     sync.WaitGroup
+	mu       sync.Mutex
+	beacon   map[string]time.Time // leader → when its last beacon arrived
+	holdTill time.Time            // an earlier-ranked node is standing
+	stop     chan struct{}
+	wg       sync.WaitGroup
 }
 
 // DetectorOptions configure a Detector.
@@ -60,7 +65,9 @@ type DetectorOptions struct {
 	// Order returns the configured voters in the order they act on a
 	// silent leader, leader excluded (see RankOrder).
 	Order func(leader string) []string
-	Log   *slog.Logger
+	// Majority is the number of votes a leader needs.
+	Majority int
+	Log      *slog.Logger
 }
 
 // beaconMagic starts a beacon datagram (gossip requests are JSON, '{').
@@ -68,14 +75,15 @@ const beaconMagic = 'B'
 
 // StartDetector runs the detector until Stop.
 func StartDetector(r *Raft, m *Membership, o DetectorOptions) (*Detector, error) {
-	if o.Detect <= 0 || o.Stagger < 0 || o.Order == nil {
-		return nil, errors.New("detector: Detect, Stagger and Order are required")
+	if o.Detect <= 0 || o.Stagger < 0 || o.Order == nil || o.Majority < 1 {
+		return nil, errors.New("detector: Detect, Stagger, Order and Majority are required")
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	d := &Detector{r: r, m: m, log: o.Log, opts: o, beacon: map[string]time.Time{}, stop: make(chan struct{})}
 	m.setBeaconHandler(d.received)
+	m.setInternal(silenceMethod, d.answer)
 	d.wg.Add(2)
 	go d.send()
 	go d.watch()
@@ -92,6 +100,7 @@ func (d *Detector) Stop() {
 	close(d.stop)
 	d.wg.Wait()
 	d.m.setBeaconHandler(nil)
+	d.m.setInternal(silenceMethod, nil)
 }
 
 // send beacons to every other member while this node leads.
@@ -161,6 +170,7 @@ func (d *Detector) watch() {
 	poll := max(min(d.opts.Stagger/2, d.opts.Detect/20), 5*time.Millisecond)
 	t := time.NewTicker(poll)
 	defer t.Stop()
+	var lastTry time.Time
 	for {
 		select {
 		case <-d.stop:
@@ -178,19 +188,106 @@ func (d *Detector) watch() {
 		if rank < 0 {
 			continue
 		}
-		if s := d.Silence(); s >= d.opts.Detect+time.Duration(rank)*d.opts.Stagger {
-			d.log.Info("leader silent: starting an election", "leader", leader, "silent", s.Round(time.Millisecond), "rank", rank)
-			d.r.recheck(d.opts.Detect, d.stop)
+		s := d.Silence()
+		d.mu.Lock()
+		held := time.Now().Before(d.holdTill)
+		d.mu.Unlock()
+		if held || s < d.opts.Detect+time.Duration(rank)*d.opts.Stagger || time.Since(lastTry) < d.opts.Detect/2 {
+			continue
+		}
+		lastTry = time.Now()
+		agree, asked := d.confirm(leader, rank)
+		if agree < d.opts.Majority {
+			d.log.Info("leader silent here, but not for a majority: no election", "leader", leader, "silent", s.Round(time.Millisecond), "agree", agree, "asked", asked)
+			continue
+		}
+		d.log.Info("leader silent for a majority: standing for election", "leader", leader, "silent", s.Round(time.Millisecond), "rank", rank, "agree", agree)
+		if err := d.r.kick.kick(d.opts.Detect); err != nil {
+			d.log.Warn("standing for election", "err", err)
 		}
 	}
 }
 
+// silenceMethod asks a node how long it has not heard from a leader.
+const silenceMethod = "quorum.silence"
+
+type silenceReq struct {
+	Leader string `json:"leader"`
+	Rank   int    `json:"rank"`
+}
+
+type silenceResp struct {
+	SilentNs int64 `json:"silentNs"`
+}
+
+// confirm asks the other voters whether the leader is silent for them too
+// and returns how many agree (this node included) and how many it asked.
+func (d *Detector) confirm(leader string, rank int) (agree, asked int) {
+	body, _ := json.Marshal(silenceReq{Leader: leader, Rank: rank})
+	ctx, cancel := context.WithTimeout(context.Background(), max(d.opts.Detect/4, 20*time.Millisecond))
+	defer cancel()
+	type answer struct{ silent bool }
+	var peers []string
+	for _, p := range d.m.opts.Peers {
+		if p.Name != d.r.self && p.Name != leader {
+			peers = append(peers, p.Name)
+		}
+	}
+	answers := make(chan bool, len(peers))
+	var wg sync.WaitGroup
+	for _, p := range peers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := d.m.Call(ctx, p, silenceMethod, body)
+			var r silenceResp
+			answers <- err == nil && json.Unmarshal(out, &r) == nil && time.Duration(r.SilentNs) >= d.agreeAt()
+		}()
+	}
+	wg.Wait()
+	close(answers)
+	agree = 1
+	for ok := range answers {
+		if ok {
+			agree++
+		}
+	}
+	return agree, len(peers)
+}
+
+// agreeAt is the silence at which a node agrees the leader is silent: a
+// beacon interval short of Detect, for the asker may have seen the leader's
+// last beacon that much earlier.
+func (d *Detector) agreeAt() time.Duration { return d.opts.Detect - d.opts.Detect/8 }
+
+// answer tells an asker how long this node has not heard from the leader,
+// and holds back its own candidacy while an earlier-ranked asker stands.
+func (d *Detector) answer(from string, body []byte) ([]byte, error) {
+	var req silenceReq
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, fmt.Errorf("silence query from %s: %w", from, err)
+	}
+	s := d.Silence()
+	if cur := d.r.Leader(); cur != "" && cur != req.Leader {
+		s = 0 // this node follows another leader: not silent
+	} else if cur == "" {
+		s = d.opts.Detect // this node knows no leader at all
+	}
+	if s >= d.agreeAt() {
+		if mine := slices.Index(d.opts.Order(req.Leader), d.r.self); mine > req.Rank {
+			d.mu.Lock()
+			d.holdTill = time.Now().Add(d.opts.Detect / 2)
+			d.mu.Unlock()
+		}
+	}
+	return json.Marshal(silenceResp{SilentNs: int64(s)})
+}
+
 // RankOrder is the order in which followers act on a silent leader: the
-// voters other than the leader, with up to majority−1 of those that may not
-// hold primacy (ineligible) first, then those that may, then the rest; each
-// group in configuration order. The majority-th to act wins the election,
-// so it is one that may hold primacy whenever one exists.
-func RankOrder(voters []string, leader string, majority int, ineligible func(string) bool) []string {
+// voters other than the leader, those that may hold primacy first (the first
+// to act wins the election), then those that may not; each group in
+// configuration order.
+func RankOrder(voters []string, leader string, ineligible func(string) bool) []string {
 	var may, mayNot []string
 	for _, v := range voters {
 		switch {
@@ -201,8 +298,5 @@ func RankOrder(voters []string, leader string, majority int, ineligible func(str
 			may = append(may, v)
 		}
 	}
-	k := min(max(majority-1, 0), len(mayNot))
-	out := append([]string{}, mayNot[:k]...)
-	out = append(out, may...)
-	return append(out, mayNot[k:]...)
+	return append(may, mayNot...)
 }

@@ -67,7 +67,8 @@ type Membership struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	beacons atomic.Pointer[func([]byte)] // the Detector's, when running
+	beacons  atomic.Pointer[func([]byte)] // the Detector's, when running
+	internal sync.Map                     // method → func(from string, body []byte) ([]byte, error)
 
 	mu      sync.Mutex
 	closed  bool // Shutdown began: no new handler
@@ -314,6 +315,16 @@ type RemoteError struct {
 
 func (e *RemoteError) Error() string { return e.Msg }
 
+// setInternal routes requests for method to h (nil: no more) instead of
+// the daemon's Handler: quorum's own requests (the Detector's).
+func (m *Membership) setInternal(method string, h func(from string, body []byte) ([]byte, error)) {
+	if h == nil {
+		m.internal.Delete(method)
+		return
+	}
+	m.internal.Store(method, h)
+}
+
 func (m *Membership) setBeaconHandler(h func([]byte)) {
 	if h == nil {
 		m.beacons.Store(nil)
@@ -401,7 +412,12 @@ func (m *Membership) handleMsg(b []byte) {
 		}
 		return
 	}
-	if m.opts.Handler == nil {
+	handler := m.opts.Handler
+	if h, ok := m.internal.Load(msg.Method); ok {
+		f := h.(func(string, []byte) ([]byte, error))
+		handler = func(_ context.Context, from, _ string, body []byte) ([]byte, error) { return f(from, body) }
+	}
+	if handler == nil {
 		return
 	}
 	// Handlers are owned: none starts once Shutdown began, and Shutdown
@@ -417,7 +433,7 @@ func (m *Membership) handleMsg(b []byte) {
 		defer m.wg.Done()
 		ctx, cancel := context.WithTimeout(m.ctx, 5*time.Minute)
 		defer cancel()
-		body, err := m.opts.Handler(ctx, msg.From, msg.Method, msg.Body)
+		body, err := handler(ctx, msg.From, msg.Method, msg.Body)
 		reply := rpcMsg{ID: msg.ID, Reply: true, From: m.opts.Self, Body: body}
 		if err != nil {
 			reply.Err = err.Error()

@@ -61,7 +61,8 @@ type Raft struct {
 	r     *raft.Raft
 	fsm   *FSM
 	self  string
-	trans raft.Transport
+	trans raft.Transport // the inner transport (kick wraps it for raft)
+	kick  *kickTransport
 	close func() error
 	log   *slog.Logger
 
@@ -184,6 +185,8 @@ func OpenRaft(o RaftOptions) (*Raft, error) {
 		closes = append([]func() error{t.Close}, closes...)
 	}
 
+	kick := newKickTransport(trans)
+	closes = append([]func() error{kick.Close}, closes...)
 	existing, err := raft.HasExistingState(logs, stable, snaps)
 	if err != nil {
 		closeAll()
@@ -200,17 +203,17 @@ func OpenRaft(o RaftOptions) (*Raft, error) {
 		}
 		// Every node bootstraps with the same configuration; raft treats
 		// identical bootstraps as one.
-		if err := raft.BootstrapCluster(conf, logs, stable, snaps, trans, cfg); err != nil {
+		if err := raft.BootstrapCluster(conf, logs, stable, snaps, kick, cfg); err != nil {
 			closeAll()
 			return nil, fmt.Errorf("raft: bootstrap: %w", err)
 		}
 	}
-	r, err := raft.NewRaft(conf, fsm, logs, stable, snaps, trans)
+	r, err := raft.NewRaft(conf, fsm, logs, stable, snaps, kick)
 	if err != nil {
 		closeAll()
 		return nil, fmt.Errorf("raft: %w", err)
 	}
-	q := &Raft{r: r, fsm: fsm, self: o.Self, trans: trans, close: closeAll, log: log}
+	q := &Raft{r: r, fsm: fsm, self: o.Self, trans: trans, kick: kick, close: closeAll, log: log}
 	q.contacts = &contactTracker{last: map[string]Mono{}}
 	q.hb = conf.HeartbeatTimeout
 	q.changes = raft.NewObserver(nil, false, q.observe)
@@ -359,42 +362,4 @@ func (q *Raft) observe(o *raft.Observation) bool {
 		q.onLeaderChange(d)
 	}
 	return false
-}
-
-// recheck makes raft's follower loop check for its leader's silence now,
-// against d: raft re-runs its check when the heartbeat timeout is lowered.
-// The timeout is put back once raft has left the follower state (or
-// shortly after, if its check found a leader after all); the lock is not
-// held meanwhile, since raft's own loop calls onLeaderChange.
-func (q *Raft) recheck(d time.Duration, stop <-chan struct{}) {
-	q.reloadMu.Lock()
-	rc := q.r.ReloadableConfig()
-	if rc.HeartbeatTimeout <= d {
-		q.reloadMu.Unlock()
-		return
-	}
-	orig := rc.HeartbeatTimeout
-	rc.HeartbeatTimeout = d
-	err := q.r.ReloadConfig(rc)
-	q.reloadMu.Unlock()
-	if err != nil {
-		q.log.Warn("raft: re-check of the leader", "err", err)
-		return
-	}
-	deadline := time.Now().Add(max(d/10, 50*time.Millisecond))
-	for q.r.State() == raft.Follower && time.Now().Before(deadline) {
-		select {
-		case <-stop:
-			deadline = time.Time{}
-		case <-time.After(2 * time.Millisecond):
-		}
-	}
-	q.reloadMu.Lock()
-	defer q.reloadMu.Unlock()
-	if rc := q.r.ReloadableConfig(); rc.HeartbeatTimeout == d {
-		rc.HeartbeatTimeout = orig
-		if err := q.r.ReloadConfig(rc); err != nil {
-			q.log.Warn("raft: re-check of the leader", "err", err)
-		}
-	}
 }

@@ -14,9 +14,9 @@ import (
 	"time"
 )
 
-// fencedBin is the fenced binary built once by TestMain; buildErr says why
+// fencedBin and labBin are the fenced and fenced-lab binaries built once by TestMain; buildErr says why
 // it is missing (the CLI tests then fail, the others still run).
-var fencedBin, buildErr = "", error(nil)
+var fencedBin, labBin, buildErr = "", "", error(nil)
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "redfish-cli-")
@@ -29,12 +29,16 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		buildErr = fmt.Errorf("go build fenced: %v: %s", err, out)
 	}
+	labBin = filepath.Join(dir, "fenced-lab")
+	if out, err := exec.Command("go", "build", "-o", labBin, "github.com/fenced/fenced/cmd/fenced-lab").CombinedOutput(); err != nil {
+		buildErr = fmt.Errorf("go build fenced-lab: %v: %s", err, out)
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
 
-// startSimProcess runs `fenced sim redfish` as a real process and returns
+// startSimProcess runs `fenced-lab sim redfish` as a real process and returns
 // its host:port and CA file.
 func startSimProcess(t *testing.T, args ...string) (addr, caFile string) {
 	t.Helper()
@@ -44,7 +48,7 @@ func startSimProcess(t *testing.T, args ...string) (addr, caFile string) {
 	if err := os.WriteFile(pw, []byte(secret+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(fencedBin, append([]string{"sim", "redfish", "--listen", "127.0.0.1:0", "--tls",
+	cmd := exec.Command(labBin, append([]string{"sim", "redfish", "--listen", "127.0.0.1:0", "--tls",
 		"--ca-out", caFile, "--user", "root", "--password-file", pw, "--power-delay", "50ms"}, args...)...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -73,7 +77,7 @@ func startSimProcess(t *testing.T, args ...string) (addr, caFile string) {
 		}
 		return m[1], caFile
 	case <-time.After(10 * time.Second):
-		t.Fatal("fenced sim redfish did not start")
+		t.Fatal("fenced-lab sim redfish did not start")
 	}
 	return "", ""
 }
@@ -101,7 +105,7 @@ func runAgent(t *testing.T, addr, caFile, action string) (int, string) {
 	return 0, string(out)
 }
 
-// `fenced agent redfish` against `fenced sim redfish`, both real processes:
+// `fenced agent redfish` against `fenced-lab sim redfish`, both real processes:
 // status exits 0 for on and 2 for off, and power-off kills the node's
 // process (--host-cmd).
 func TestFencedAgentCommand(t *testing.T) {

@@ -36,6 +36,9 @@ type Options struct {
 	Dir string
 	// Bin is the fenced binary.
 	Bin string
+	// Lab is the fenced-lab binary (the storage writer the nodes' hooks
+	// run); default: fenced-lab beside Bin.
+	Lab string
 	// Host is the loopback address nodes bind (default 127.0.0.1). With
 	// Hosts set, node i binds Hosts[i] instead (network namespaces).
 	Host  string

@@ -27,7 +27,11 @@ func (c *Cluster) startStore(cfg *config.Config) error {
 		return err
 	}
 	c.Store = s
-	bin, err := filepath.Abs(c.Opts.Bin)
+	lab := c.Opts.Lab
+	if lab == "" {
+		lab = filepath.Join(filepath.Dir(c.Opts.Bin), "fenced-lab")
+	}
+	bin, err := filepath.Abs(lab)
 	if err != nil {
 		return err
 	}

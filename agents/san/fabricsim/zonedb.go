@@ -60,7 +60,7 @@ type Cfg struct {
 }
 
 // Zoning is a whole zoning database plus what is enabled: the simulator's
-// initial state, also loadable from JSON by `fenced sim san --zoning FILE`.
+// initial state, also loadable from JSON by `fenced-lab sim san --zoning FILE`.
 type Zoning struct {
 	Zones   []Zone  `json:"zones"`
 	Aliases []Alias `json:"aliases,omitempty"`

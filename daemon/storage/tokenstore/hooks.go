@@ -9,14 +9,14 @@ import (
 
 // WriteHooks writes storage hook scripts into dir that run a token-checking
 // writer as the primary's "application": start launches
-// `FENCEDBIN sim writer --url URL` in the background with the epoch from
+// `LABBIN sim writer --url URL` (fenced-lab) in the background with the epoch from
 // FENCED_EPOCH (its pid in dir/writer-NODE.pid, its output appended to
 // dir/writer-NODE.log), stop ends it (TERM, then KILL after 2.5s), and
 // monitor fails once it has exited (e.g. after a stale rejection). Several
 // nodes on one machine can share dir: files are named by FENCED_NODE.
-func WriteHooks(dir, fencedBinary, url string) (start, stop, monitor string, err error) {
-	if !filepath.IsAbs(dir) || !filepath.IsAbs(fencedBinary) {
-		return "", "", "", fmt.Errorf("tokenstore hooks: dir %q and fenced binary %q must be absolute paths", dir, fencedBinary)
+func WriteHooks(dir, labBinary, url string) (start, stop, monitor string, err error) {
+	if !filepath.IsAbs(dir) || !filepath.IsAbs(labBinary) {
+		return "", "", "", fmt.Errorf("tokenstore hooks: dir %q and fenced-lab binary %q must be absolute paths", dir, labBinary)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", "", "", fmt.Errorf("tokenstore hooks: %w", err)
@@ -51,7 +51,7 @@ rm -f "$pidfile"
 		start: common + `: "${FENCED_EPOCH:?FENCED_EPOCH not set}"
 # A writer left from an earlier tenure is replaced: it carries an old epoch.
 ` + shellQuote(stop) + `
-` + shellQuote(fencedBinary) + ` sim writer --url ` + shellQuote(url) + ` >>"$logfile" 2>&1 </dev/null &
+` + shellQuote(labBinary) + ` sim writer --url ` + shellQuote(url) + ` >>"$logfile" 2>&1 </dev/null &
 echo $! >"$pidfile"
 echo "writer $! started for $FENCED_NODE epoch $FENCED_EPOCH"
 `,

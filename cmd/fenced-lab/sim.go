@@ -18,10 +18,9 @@ var simCommands []func(ctx context.Context, s *stdio) *cobra.Command
 // the demo. They listen on loopback only.
 func newSimCmd(ctx context.Context, s *stdio) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:    "sim",
-		Short:  "Run a device simulator (BMC, PDU, fabric) on loopback, for tests and demos",
-		Hidden: true,
-		Args:   cobra.NoArgs,
+		Use:   "sim",
+		Short: "Run a device or storage simulator on loopback, for tests and demos",
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return cmd.Help()
 		},

@@ -4,22 +4,28 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 )
 
-// TestAgentSANAgainstSimSAN runs `fenced sim san` and drives it with
-// `fenced agent san` through the FenceAgentAPI: status exit codes are 0 for
-// on and 2 for off.
+// TestAgentSANAgainstSimSAN runs `fenced-lab sim san` and drives it with
+// `fenced agent san` (a real process) through the FenceAgentAPI: status exit
+// codes are 0 for on and 2 for off.
 func TestAgentSANAgainstSimSAN(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	dir := t.TempDir()
+	fenced := filepath.Join(dir, "fenced")
+	if out, err := exec.Command("go", "build", "-o", fenced, "../fenced").CombinedOutput(); err != nil {
+		t.Fatalf("build fenced: %v\n%s", err, out)
+	}
 	pwFile := filepath.Join(dir, "pw")
 	if err := os.WriteFile(pwFile, []byte("sim-Secret-9\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -56,7 +62,16 @@ func TestAgentSANAgainstSimSAN(t *testing.T) {
 			"plug=10:00:00:00:c9:aa:00:01,10:00:00:00:c9:aa:00:02",
 		}, "\n") + "\n"
 		var out, errOut bytes.Buffer
-		code := Run(ctx, []string{"agent", "san"}, strings.NewReader(in), &out, &errOut)
+		cmd := exec.CommandContext(ctx, fenced, "agent", "san")
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(in), &out, &errOut
+		code := 0
+		if err := cmd.Run(); err != nil {
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) {
+				t.Fatal(err)
+			}
+			code = ee.ExitCode()
+		}
 		if strings.Contains(out.String()+errOut.String(), password) {
 			t.Errorf("%s: output shows the password", action)
 		}

@@ -8,20 +8,20 @@ import (
 	"testing"
 )
 
-// TestDemo runs `fenced demo` exactly as `make demo` does, with freshly
+// TestDemo runs `fenced-lab demo` exactly as `make demo` does, with freshly
 // built binaries, and checks its timeline.
 func TestDemo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs a 3-node cluster")
 	}
 	bin := t.TempDir()
-	for _, c := range []string{"fenced", "fencectl"} {
+	for _, c := range []string{"fenced", "fencectl", "fenced-lab"} {
 		out, err := exec.Command("go", "build", "-o", filepath.Join(bin, c), "../"+c).CombinedOutput()
 		if err != nil {
 			t.Fatalf("build %s: %v\n%s", c, err, out)
 		}
 	}
-	out, err := exec.Command(filepath.Join(bin, "fenced"), "demo", "--bin", bin).CombinedOutput()
+	out, err := exec.Command(filepath.Join(bin, "fenced-lab"), "demo", "--bin", bin).CombinedOutput()
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, out)
 	}

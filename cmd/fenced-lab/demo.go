@@ -49,7 +49,7 @@ timeline, then fencectl status and history.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&binDir, "bin", "", "directory holding the fenced and fencectl binaries (default: this binary's directory)")
+	cmd.Flags().StringVar(&binDir, "bin", "", "directory holding the fenced, fencectl and fenced-lab binaries (default: this binary's directory)")
 	cmd.Flags().BoolVar(&keep, "keep", false, "keep the demo's directory (configs, logs, store log)")
 	return cmd
 }
@@ -62,7 +62,7 @@ func runDemo(ctx context.Context, out io.Writer, binDir string, keep bool) error
 		}
 		binDir = filepath.Dir(self)
 	}
-	fenced, fencectl := filepath.Join(binDir, "fenced"), filepath.Join(binDir, "fencectl")
+	fenced, fencectl, lab := filepath.Join(binDir, "fenced"), filepath.Join(binDir, "fencectl"), filepath.Join(binDir, "fenced-lab")
 	for _, b := range []string{fenced, fencectl} {
 		if _, err := os.Stat(b); err != nil {
 			return fmt.Errorf("demo needs %s (build with `make build`): %w", b, err)
@@ -81,7 +81,7 @@ func runDemo(ctx context.Context, out io.Writer, binDir string, keep bool) error
 	}
 	ms := func(n int) config.Duration { return config.Duration(time.Duration(n) * time.Millisecond) }
 	c, err := devcluster.New(devcluster.Options{
-		Nodes: 3, Dir: dir, Bin: fenced, BMC: true, Store: true,
+		Nodes: 3, Dir: dir, Bin: fenced, Lab: lab, BMC: true, Store: true,
 		Timing: config.Timing{Heartbeat: ms(200), Lease: ms(2000), Margin: ms(200), Grace: ms(1500), FenceTimeout: ms(10000)},
 	})
 	if err != nil {
