@@ -23,7 +23,7 @@ import (
 // primary, split into phases, over b.N failovers on 3 nodes with simulated
 // IPMI BMCs and the token-checking storage:
 //
-//	detect  kill → the winner's raft election timeout fires
+//	detect  kill → the winner starts its election (its detector, or raft's timeout)
 //	elect   → epoch granted to the winner
 //	prepare → fence request committed (and the old lease bounded)
 //	fence   → power-off command done (the agent polls until off)
@@ -146,7 +146,7 @@ func takeoverPhases(ctx context.Context, q *devcluster.Node, old string, epoch u
 		time.Sleep(20 * time.Millisecond)
 	}
 	elected := logTimes(q.Log, kill, "elected: epoch granted", "epoch="+strconv.FormatUint(epoch, 10))
-	detected := logTimes(q.Log, kill, "starting election")
+	detected := logTimes(q.Log, kill, "starting election") // raft's own, or the detector's
 	if len(acting) == 0 || len(elected) == 0 || len(detected) == 0 {
 		return nil, fmt.Errorf("%s's log lacks the takeover lines (acting %d, elected %d, election %d)", q.Name, len(acting), len(elected), len(detected))
 	}

@@ -201,7 +201,7 @@ func (d *Detector) watch() {
 			d.log.Info("leader silent here, but not for a majority: no election", "leader", leader, "silent", s.Round(time.Millisecond), "agree", agree, "asked", asked)
 			continue
 		}
-		d.log.Info("leader silent for a majority: standing for election", "leader", leader, "silent", s.Round(time.Millisecond), "rank", rank, "agree", agree)
+		d.log.Info("leader silent for a majority: starting election (as a leadership transfer)", "leader", leader, "silent", s.Round(time.Millisecond), "rank", rank, "agree", agree)
 		if err := d.r.kick.kick(d.opts.Detect); err != nil {
 			d.log.Warn("standing for election", "err", err)
 		}

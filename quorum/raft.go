@@ -185,7 +185,7 @@ func OpenRaft(o RaftOptions) (*Raft, error) {
 		closes = append([]func() error{t.Close}, closes...)
 	}
 
-	kick := newKickTransport(trans)
+	kick := newKickTransport(trans, o.Self)
 	closes = append([]func() error{kick.Close}, closes...)
 	existing, err := raft.HasExistingState(logs, stable, snaps)
 	if err != nil {

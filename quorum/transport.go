@@ -17,14 +17,15 @@ import (
 // of votes) is untouched.
 type kickTransport struct {
 	raft.Transport
+	id   string // this node's raft ID
 	in   chan raft.RPC
 	stop chan struct{}
 	once sync.Once
 	wg   sync.WaitGroup
 }
 
-func newKickTransport(t raft.Transport) *kickTransport {
-	k := &kickTransport{Transport: t, in: make(chan raft.RPC), stop: make(chan struct{})}
+func newKickTransport(t raft.Transport, id string) *kickTransport {
+	k := &kickTransport{Transport: t, id: id, in: make(chan raft.RPC), stop: make(chan struct{})}
 	k.wg.Add(1)
 	go k.forward()
 	return k
@@ -67,7 +68,10 @@ func (k *kickTransport) RequestPreVote(id raft.ServerID, target raft.ServerAddre
 // kick hands this node's raft a TimeoutNow and waits for it to be taken.
 func (k *kickTransport) kick(timeout time.Duration) error {
 	resp := make(chan raft.RPCResponse, 1)
-	rpc := raft.RPC{Command: &raft.TimeoutNowRequest{}, RespChan: resp}
+	// The header a peer of this protocol version sends (raft refuses the
+	// request without it).
+	hdr := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(k.id), Addr: k.Transport.EncodePeer(raft.ServerID(k.id), k.Transport.LocalAddr())}
+	rpc := raft.RPC{Command: &raft.TimeoutNowRequest{RPCHeader: hdr}, RespChan: resp}
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {
