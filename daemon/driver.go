@@ -100,6 +100,10 @@ func (d *Daemon) Ineligible() string {
 	return strings.Join(why, "; ")
 }
 
+// reconfigureTenure hands the tenure machine the configuration as it now
+// stands (after a live reload; the timing never changes live).
+func (d *Daemon) reconfigureTenure() { d.post(tenure.Reconfigured{Config: d.machineConfig()}) }
+
 // handOff asks this node to hand primacy over gracefully: release the
 // storage (committed), then transfer raft leadership to `to` ("" = any).
 func (d *Daemon) handOff(to string) { d.post(tenure.HandoverAsked{To: to}) }

@@ -246,6 +246,11 @@ type (
 	HandoverAsked struct{ To string }
 	// TransferDone reports a Transfer.
 	TransferDone struct{ Err error }
+	// Reconfigured replaces the machine's configuration (a live reload:
+	// fence topology, storage, monitor interval). Self and Timing must not
+	// change: a lease cannot change length while it runs, so a timing
+	// change needs a restart.
+	Reconfigured struct{ Config Config }
 	// ShutdownAsked: release cleanly and stop.
 	ShutdownAsked struct{}
 )
@@ -262,6 +267,7 @@ func (ReleaseDone) event()     {}
 func (ExpireDone) event()      {}
 func (HandoverAsked) event()   {}
 func (TransferDone) event()    {}
+func (Reconfigured) event()    {}
 func (ShutdownAsked) event()   {}
 
 // Action is something the driver does and, where it has a result, reports
@@ -535,6 +541,10 @@ func (m *Machine) handle(in Input, e Event) []Action {
 		m.handover = &to
 	case ShutdownAsked:
 		m.stopping = true
+	case Reconfigured:
+		if e.Config.Self == m.cfg.Self && e.Config.Timing == m.cfg.Timing {
+			m.cfg = e.Config
+		}
 	case TransferDone:
 		m.transferring = false
 		if e.Err != nil {

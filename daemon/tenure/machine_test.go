@@ -656,3 +656,23 @@ func TestWatchdogLevel(t *testing.T) {
 	r.grant(2, Grant{})
 	r.want(r.step(FenceDone{Epoch: 2, Failed: map[string]string{"b": "dead"}}), Blocked, Record{})
 }
+
+func TestReconfigured(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.Storage = true; c.Fenceable = map[string]bool{} })
+	r.view.Unconfirmed["b"] = 1
+	r.grant(2, Grant{LeaseOf: "b"})
+	if r.m.Phase() != Blocked {
+		t.Fatal(r.m.Phase())
+	}
+	// The admin adds b's fence device and reloads: the takeover fences.
+	cfg := r.m.cfg
+	cfg.Fenceable = map[string]bool{"b": true}
+	acts := r.step(Reconfigured{Config: cfg})
+	r.want(acts, Fencing, Record{}, Fence{})
+	// A timing change is not taken live.
+	cfg.Timing.Lease *= 2
+	r.step(Reconfigured{Config: cfg})
+	if r.m.cfg.Timing.Lease != testTiming.Lease {
+		t.Fatal("lease changed live")
+	}
+}
