@@ -102,6 +102,8 @@ func (d *Daemon) Ineligible() string {
 
 // reconfigureTenure hands the tenure machine the configuration as it now
 // stands (after a live reload; the timing never changes live).
+//
+//lint:ignore U1000 the live reload calls it
 func (d *Daemon) reconfigureTenure() { d.post(tenure.Reconfigured{Config: d.machineConfig()}) }
 
 // handOff asks this node to hand primacy over gracefully: release the
