@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"regexp"
@@ -31,17 +32,28 @@ import (
 //	mount   → storage started, primary acting
 //
 //	go test ./daemon -run '^$' -bench Takeover -benchtime 20x
+//
+// Cases: lease 1s; default timings with 3 (SIGKILL and SIGSTOP), 5 and 9
+// nodes, and two data nodes with a witness. The paused primary of SIGSTOP
+// is fenced too (its BMC's power-off kills it).
 func BenchmarkTakeover(b *testing.B) {
 	ms := func(n int) config.Duration { return config.Duration(time.Duration(n) * time.Millisecond) }
 	for _, tc := range []struct {
-		name   string
-		timing config.Timing
+		name      string
+		nodes     int
+		timing    config.Timing
+		sig       syscall.Signal
+		configure func(*config.Config)
 	}{
-		{"lease=1s", config.Timing{Heartbeat: ms(100), Lease: ms(1000), Margin: ms(100), Grace: ms(500), FenceTimeout: ms(5000)}},
-		{"defaults", config.Timing{}},
+		{"lease=1s", 3, config.Timing{Heartbeat: ms(100), Lease: ms(1000), Margin: ms(100), Grace: ms(500), FenceTimeout: ms(5000)}, syscall.SIGKILL, nil},
+		{"defaults", 3, config.Timing{}, syscall.SIGKILL, nil},
+		{"defaults/sigstop", 3, config.Timing{}, syscall.SIGSTOP, nil},
+		{"defaults/5", 5, config.Timing{}, syscall.SIGKILL, nil},
+		{"defaults/9", 9, config.Timing{}, syscall.SIGKILL, nil},
+		{"defaults/2+witness", 3, config.Timing{}, syscall.SIGKILL, witnessConfig},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			c, err := devcluster.New(devcluster.Options{Nodes: 3, Dir: b.TempDir(), Bin: fencedBin, Timing: tc.timing, BMC: true, Store: true})
+			c, err := devcluster.New(devcluster.Options{Nodes: tc.nodes, Dir: b.TempDir(), Bin: fencedBin, Timing: tc.timing, BMC: true, Store: true, Configure: tc.configure})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -62,7 +74,7 @@ func BenchmarkTakeover(b *testing.B) {
 				}
 				time.Sleep(time.Second)
 				kill := time.Now()
-				p.Signal(syscall.SIGKILL)
+				p.Signal(tc.sig)
 				q, e2, err := c.Primary(ctx, p)
 				if err != nil {
 					b.Fatal(err)
@@ -239,4 +251,86 @@ func historyOf(ctx context.Context, n *devcluster.Node, node string) ([]stonith.
 	}
 	err := cl.Do(ctx, "GET", "/v1/history", q, nil, &h)
 	return h.Records, err
+}
+
+// BenchmarkNoFalseFailoversLossy soaks a 3-node cluster in network
+// namespaces with packet loss on every cluster link (FENCED_SOAK_LOSS
+// percent, default 20, nftables numgen) and the other core saturated
+// (stress-ng) for FENCED_SOAK_SECONDS (default 600), and reports failovers
+// (epoch changes) and fences: both must stay 0. Needs root.
+//
+//	go test ./daemon -run '^$' -bench NoFalseFailoversLossy -benchtime 1x -timeout 30m
+func BenchmarkNoFalseFailoversLossy(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root for network namespaces")
+	}
+	secs, loss := 600, 20
+	if s, err := strconv.Atoi(os.Getenv("FENCED_SOAK_SECONDS")); err == nil {
+		secs = s
+	}
+	if l, err := strconv.Atoi(os.Getenv("FENCED_SOAK_LOSS")); err == nil {
+		loss = l
+	}
+	for b.Loop() {
+		ns, err := devcluster.NewNetns(fmt.Sprintf("fsk%d", os.Getpid()%10000), 3, (os.Getpid()+71)%250)
+		if err != nil {
+			b.Fatal(err)
+		}
+		c, err := devcluster.New(devcluster.Options{Nodes: 3, Dir: b.TempDir(), Bin: fencedBin, BMC: true, Hosts: ns.Hosts, Wrap: ns.Wrap})
+		if err != nil {
+			ns.Close()
+			b.Fatal(err)
+		}
+		var bmcs []*net.UDPAddr
+		for _, bm := range c.BMCs {
+			bmcs = append(bmcs, bm.Addr())
+		}
+		relay, err := ns.RelayUDP(bmcs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := c.Start(); err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		p, e1, err := c.Primary(ctx)
+		cancel()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := range c.Nodes {
+			if err := ns.Loss(i, loss); err != nil {
+				b.Fatal(err)
+			}
+		}
+		stress := exec.Command("stress-ng", "--cpu", "1", "--timeout", strconv.Itoa(secs)+"s", "--quiet")
+		if err := stress.Start(); err != nil {
+			b.Fatalf("stress-ng: %v", err)
+		}
+		time.Sleep(time.Duration(secs) * time.Second)
+		stress.Process.Kill()
+		stress.Wait()
+		for i := range c.Nodes {
+			ns.NoLoss(i)
+		}
+		st, err := p.Status(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		fences := 0
+		h, _ := historyOf(context.Background(), p, "")
+		for _, r := range h {
+			if r.Kind == stonith.KindFence {
+				fences++
+			}
+		}
+		failovers := int(st.Primary.Epoch - e1)
+		b.ReportMetric(float64(failovers), "failovers")
+		b.ReportMetric(float64(fences), "fences")
+		b.Logf("%ds, %d%% loss on every link, a saturated core: %d failovers (epoch %d → %d, primary %s → %s), %d fences",
+			secs, loss, failovers, e1, st.Primary.Epoch, p.Name, st.Primary.Node, fences)
+		c.Close()
+		relay.Close()
+		ns.Close()
+	}
 }

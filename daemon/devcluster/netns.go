@@ -144,6 +144,37 @@ func (ns *Netns) Uncut(i, j int) error {
 	return nil
 }
 
+// Loss drops percent of the packets node i receives from the other nodes
+// (nftables numgen; this kernel has no netem): each cluster link then
+// loses percent of its packets in each direction.
+func (ns *Netns) Loss(i, percent int) error {
+	var peers []string
+	for j, h := range ns.Hosts {
+		if j != i {
+			peers = append(peers, h)
+		}
+	}
+	rules := fmt.Sprintf(`table inet fenced_loss {
+  chain in { type filter hook input priority 0; policy accept; ip saddr { %s } numgen random mod 100 < %d drop; }
+}
+`, strings.Join(peers, ", "), percent)
+	cmd := exec.Command("ip", "netns", "exec", ns.Name(i), "nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(rules)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("nft loss %s: %v: %s", ns.Name(i), err, out)
+	}
+	return nil
+}
+
+// NoLoss removes node i's loss rule.
+func (ns *Netns) NoLoss(i int) error {
+	out, err := exec.Command("ip", "netns", "exec", ns.Name(i), "nft", "delete", "table", "inet", "fenced_loss").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("nft no loss %s: %v: %s", ns.Name(i), err, out)
+	}
+	return nil
+}
+
 // Heal removes node i's partition rules.
 func (ns *Netns) Heal(i int) error {
 	out, err := exec.Command("ip", "netns", "exec", ns.Name(i), "nft", "delete", "table", "inet", "fenced_partition").CombinedOutput()
