@@ -361,8 +361,10 @@ type Machine struct {
 	transferAt   Time // next leadership transfer attempt (standby, witness)
 	handover     *string
 	transferring bool
-	lastView     View
-	leader       bool
+	// transferCooling: the running transfer began during a cooldown.
+	transferCooling bool
+	lastView        View
+	leader          bool
 }
 
 // New returns the machine of a node that holds nothing.
@@ -500,9 +502,15 @@ func (m *Machine) handle(in Input, e Event) []Action {
 			// election it was told to start: grabbing primacy back now
 			// would make this node a former holder that the winner
 			// fences. Keep off it for a lease; retry the transfer (for a
-			// standby or witness) in a heartbeat.
+			// standby or witness) in a heartbeat. A transfer started
+			// during a cooldown does not extend it when it fails: a target
+			// that never answers (raft may keep picking a dead node) would
+			// keep this node off primacy for good, and the cluster
+			// without a primary.
 			m.transferAt = in.Now.Add(t.Heartbeat)
-			m.cooldown = max(m.cooldown, in.Now.Add(t.Lease))
+			if !m.transferCooling {
+				m.cooldown = max(m.cooldown, in.Now.Add(t.Lease))
+			}
 		}
 	case AcquireDone:
 		if m.phase != Acquiring {
@@ -830,7 +838,11 @@ func (m *Machine) demote(in Input, r Reason, detail string) []Action {
 	m.actingUntil = 0
 	m.confirming, m.monitoring = false, false
 	acts := []Action{Cancel{Epoch: m.epoch}}
-	if m.storage == StorageStopped && !m.starting {
+	// A release says nothing runs here. This process may not have started
+	// what runs (a crashed daemon leaves the storage mounted): while the
+	// replicated state lists this node as maybe running it, stop it first.
+	_, mayRun := in.View.Unconfirmed[m.cfg.Self]
+	if m.storage == StorageStopped && !m.starting && !(m.cfg.Storage && mayRun) {
 		return append(acts, m.release(in)...)
 	}
 	m.phase = Demoting
@@ -882,6 +894,7 @@ func (m *Machine) released(in Input) []Action {
 
 func (m *Machine) transfer(in Input, to string) []Action {
 	m.transferring = true
+	m.transferCooling = in.Now < m.cooldown
 	m.transferAt = in.Now.Add(m.cfg.Timing.Heartbeat)
 	return []Action{Transfer{To: to}}
 }

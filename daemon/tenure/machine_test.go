@@ -542,3 +542,56 @@ func TestResultsOfAnotherTenureIgnored(t *testing.T) {
 		}
 	}
 }
+
+// Found by the simulator (daemon/tenure/sim, seed 4237): a leader that
+// handed over while its target was down retried the transfer every
+// heartbeat, as it should, but each failure restarted its cooldown, so it
+// never acquired again: with raft's choice of target a dead node (the one
+// with the highest replication index), no node acted, with a healthy
+// majority, for good.
+func TestFailingTransfersDoNotKeepOffPrimacyForever(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.Storage = true })
+	r.serve(1)
+	r.want(r.step(HandoverAsked{To: "b"}), Demoting, Cancel{}, Stop{})
+	r.want(r.step(StopDone{Epoch: 1}), Releasing, Release{})
+	r.want(r.step(ReleaseDone{Epoch: 1}), Secondary, Transfer{})
+	timeout := 2 * testTiming.Raft().HeartbeatTimeout // raft's transfer timeout (leader's election timeout)
+	r.advance(timeout)
+	r.want(r.step(TransferDone{Err: errors.New("leadership transfer timeout")}), Secondary)
+	limit := r.now.Add(testTiming.Lease + testTiming.Heartbeat)
+	for r.m.Phase() == Secondary && r.now <= limit {
+		r.now = r.m.Wake(r.now)
+		for _, a := range r.step(nil) {
+			if _, ok := a.(Transfer); ok {
+				r.advance(timeout)
+				r.step(TransferDone{Err: errors.New("leadership transfer timeout")})
+			}
+		}
+	}
+	if r.m.Phase() != Acquiring {
+		t.Fatalf("still %s %s after the first failed transfer: its retries keep it off primacy", r.m.Phase(), r.now.Sub(limit.Add(-testTiming.Lease-testTiming.Heartbeat)))
+	}
+}
+
+// Found with the simulator (daemon/tenure/sim, TestRegressions): the
+// daemon of a holder crashed with the storage mounted (a crash leaves the
+// mount), restarted, and its fresh machine later acquired a new epoch and
+// gave it up before mounting (a handover, a lost leadership). It released
+// at once, since this process never started the storage; the release at
+// the newer epoch cleared the node's older mount intent from the
+// replicated state, and the next holder mounted the storage while the old
+// mount was still there. A node the replicated state lists as maybe
+// running the storage must stop it before it releases.
+func TestReleaseStopsStorageTheStateSaysMayRunHere(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.Storage = true })
+	r.view.Unconfirmed["a"] = 1 // mounted at epoch 1, by the process before this one
+	r.want(r.grant(4, Grant{LeaseOf: "b"}), Fencing, AskBound{}, Record{}, Fence{})
+	r.want(r.step(HandoverAsked{}), Demoting, Cancel{}, Stop{})
+	r.want(r.step(StopDone{Epoch: 4}), Releasing, Release{})
+
+	// Without such an entry nothing can run here: release at once.
+	r = newRig(t, func(c *Config) { c.Storage = true })
+	r.view.Unconfirmed["b"] = 1
+	r.want(r.grant(4, Grant{LeaseOf: "b"}), Fencing, AskBound{}, Record{}, Fence{})
+	r.want(r.step(HandoverAsked{}), Releasing, Cancel{}, Release{})
+}
