@@ -88,9 +88,9 @@ type Fault struct {
 	// Primary aims the fault at the node acting as primary when it starts
 	// (or the one holding an epoch, or raft's leader); Node if none.
 	Primary bool
-	Dur  time.Duration
-	Arg  int
-	Mask uint64
+	Dur     time.Duration
+	Arg     int
+	Mask    uint64
 }
 
 func (f Fault) String() string {
