@@ -199,8 +199,8 @@ func Generate(seed uint64) Schedule {
 		sc.PPM = append(sc.PPM, ppm)
 	}
 	lease := profiles[sc.Profile].timing.Lease
-	sc.Heal = uniform(r, 2*lease, 5*lease)
-	k := 1 + r.IntN(8)
+	sc.Heal = uniform(r, 2*lease, 6*lease)
+	k := 1 + r.IntN(12)
 	for range k {
 		sc.Faults = append(sc.Faults, genFault(r, sc, lease))
 	}
@@ -232,8 +232,8 @@ func Generate(seed uint64) Schedule {
 
 func genFault(r *rand.Rand, sc Schedule, lease time.Duration) Fault {
 	f := Fault{At: uniform(r, lease/4, sc.Heal), Node: r.IntN(sc.Nodes)}
-	weights := []int{Partition: 20, Loss: 5, Slow: 5, Pause: 15, Crash: 10, Power: 6, Shutdown: 4, Device: 14,
-		Storage: 10, Handover: 6, Confirm: 3}
+	weights := []int{Partition: 20, Loss: 5, Slow: 5, Pause: 15, Crash: 14, Power: 6, Shutdown: 5, Device: 14,
+		Storage: 10, Handover: 10, Confirm: 3}
 	if !sc.Storage {
 		weights[Storage] = 0
 	}
@@ -275,7 +275,7 @@ func genFault(r *rand.Rand, sc Schedule, lease time.Duration) Fault {
 		f.Dur = uniform(r, lease/10, 3*lease)
 	case Crash, Power:
 		if r.IntN(5) > 0 {
-			f.Dur = uniform(r, lease/5, 3*lease)
+			f.Dur = uniform(r, lease/10, 3*lease)
 		}
 	case Shutdown:
 		f.Dur = uniform(r, lease/5, 3*lease)
