@@ -77,8 +77,6 @@ func (c *checker) failf(inv, format string, args ...any) {
 	c.w.tracef("VIOLATION %s: %s", inv, c.fail.Detail)
 }
 
-func (c *checker) afterEvent() {}
-
 // leaderElected: at most one leader per term.
 func (c *checker) leaderElected(n *Node, term uint64) {
 	if l, ok := c.leaders[term]; ok && l != n.id {
@@ -230,8 +228,6 @@ func (c *checker) storageStart(n *Node, e uint64) {
 	}
 	c.lastStartEpoch, c.lastStartNode = e, n.id
 }
-
-func (c *checker) storageStopped(n *Node) {}
 
 // maxTrue is the longest true time a node's clock can take to count d.
 func maxTrue(d time.Duration) int64 { return (int64(d)*1e6+(1e6-Drift)-1)/(1e6-Drift) + 1 }

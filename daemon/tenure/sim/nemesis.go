@@ -283,7 +283,7 @@ func (w *World) livenessBound() time.Duration {
 	demote := t.Grace
 	cooldown := t.Lease
 	formerLease := t.Lease + t.Margin
-	fence := 3 * levels * t.FenceTimeout
+	fence := (levels + 1) * t.FenceTimeout
 	backoff := time.Second
 	for backoff < w.sc.Heal && backoff < 30*time.Second {
 		backoff *= 2

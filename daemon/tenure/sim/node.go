@@ -156,9 +156,6 @@ func (n *Node) powerOff(why string) {
 	n.w.tracef("%s POWER OFF (%s)", n.name, why)
 	n.kill()
 	n.on = false
-	if n.running {
-		n.w.chk.storageStopped(n)
-	}
 	n.running = false
 	n.restart++
 }

@@ -279,7 +279,6 @@ func (p *proc) applyMeta(c quorum.Command, m meta, cb func(any, error)) {
 
 func (p *proc) act(a tenure.Action) {
 	w, n := p.w, p.n
-	t := w.timing
 	self := n.name
 	switch a := a.(type) {
 	case tenure.Acquire:
@@ -378,7 +377,6 @@ func (p *proc) act(a tenure.Action) {
 	default:
 		panic(fmt.Sprintf("sim: unknown action %T", a))
 	}
-	_ = t
 }
 
 var errNoLeader = errors.New("no primary-elect: the cluster has no majority leader right now")
@@ -651,10 +649,7 @@ func (p *proc) storageStop(a tenure.Stop) {
 		if d < grace {
 			w.after(d, func() {
 				n.exec(inc, func() {
-					if n.running {
-						n.running = false
-						w.chk.storageStopped(n)
-					}
+					n.running = false
 					p.post(tenure.StopDone{Epoch: a.Epoch})
 				})
 			})

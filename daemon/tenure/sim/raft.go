@@ -31,8 +31,6 @@ const (
 	leader
 )
 
-var roleNames = [...]string{"follower", "candidate", "leader"}
-
 type entryKind uint8
 
 const (

@@ -3,7 +3,6 @@ package sim
 import (
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"time"
 
 	"github.com/fenced/fenced/daemon/tenure"
@@ -220,7 +219,6 @@ func Run(sc Schedule, opt Options) Result {
 		w.now = e.at
 		w.events++
 		e.fn()
-		w.chk.afterEvent()
 	}
 	if w.chk.fail == nil && w.chk.live < 0 {
 		w.chk.failf("liveness", "no primary acted within %s of the heal (bound %s)", w.livenessBound(), w.livenessBound())
@@ -278,15 +276,4 @@ func (w *World) leaderProc() *proc {
 		}
 	}
 	return best
-}
-
-func joinInts(xs []int) string {
-	var b strings.Builder
-	for i, x := range xs {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprint(&b, x)
-	}
-	return b.String()
 }
