@@ -139,7 +139,38 @@ func (w *World) inject(i int, f Fault) {
 			return // the admin confirms only a node that is really down
 		}
 		w.confirm(n)
+	case Standby:
+		w.standby(n, true)
+		w.after(f.Dur, func() { w.standby(n, false) })
+	case AdminFence:
+		q := w.leaderProc()
+		if q == nil || q.n == n {
+			return // the API refuses: the leader hands over first, and the admin retries
+		}
+		q.fence(&simCtx{}, n.name, "fenced by the admin", q.n.fsm.View().Epoch, func(error) {})
 	}
+}
+
+// standby is `fencectl standby NODE on|off` on the leader; the admin
+// retries until it is committed (the heal depends on the off).
+func (w *World) standby(n *Node, on bool) {
+	if w.chk.healed && on {
+		return
+	}
+	n.standbyWant = on
+	n.standbyTok++
+	tok := n.standbyTok
+	var try func()
+	try = func() {
+		if n.standbyTok != tok || w.chk.tfsm.View().Standby[n.name] == on {
+			return
+		}
+		if q := w.leaderProc(); q != nil {
+			q.applyCmd(quorum.Command{Op: quorum.OpStandby, Node: n.name, Flag: on}, func(any, error) {})
+		}
+		w.after(100*time.Millisecond, try)
+	}
+	try()
 }
 
 // primary is the node acting as primary, else one holding an epoch, else
@@ -226,6 +257,9 @@ func (w *World) heal() {
 			n.stTok[op]++
 			*n.stOp(op) = opOK
 		}
+		if n.standbyWant {
+			w.standby(n, false)
+		}
 		if f := n.hungStart; f != nil {
 			n.hungStart = nil
 			f()
@@ -270,6 +304,7 @@ func (w *World) heal() {
 //     fences the last, and so on until a release commits (measured: up to
 //     20s; with fence action off rather than a reboot, an outage until
 //     an admin powers the node on);
+//   - standby flags are cleared (the admin retries until it commits);
 //   - a storage start that hangs is ended by the heal (an admin kills the
 //     hook): the machine itself puts no bound on a start, so a hung start
 //     hook on the holder would keep every node from acting, forever;

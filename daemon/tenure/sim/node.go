@@ -82,6 +82,9 @@ type Node struct {
 	// hungStart ends a storage start that hangs (the heal does: nothing in
 	// the machine bounds a start, see livenessBound).
 	hungStart func()
+	// standbyWant is what the admin last asked for this node's standby.
+	standbyWant bool
+	standbyTok  int
 }
 
 func newNode(w *World, i int) *Node {

@@ -631,14 +631,19 @@ func (p *proc) transfer(to int, cb func(error)) {
 			done(errors.New("leadership transfer timeout"))
 		}
 	})
-	var poll func()
-	poll = func() {
+	// Catch the target up first: TimeoutNow goes out once it acknowledged
+	// the leader's last entry (raft's replicateTo waits for the answer).
+	var poll func(n int)
+	poll = func(n int) {
 		if p.xfer != x || p.role != leader {
 			return
 		}
-		if p.next[to] <= p.n.lastIndex() {
-			p.sendAppend(to)
-			p.timer(5*time.Millisecond, poll)
+		if p.match[to] < p.n.lastIndex() {
+			if n%5 == 0 {
+				p.next[to] = p.match[to] + 1
+				p.sendAppend(to)
+			}
+			p.timer(10*time.Millisecond, func() { poll(n + 1) })
 			return
 		}
 		self := p.n.id
@@ -654,7 +659,7 @@ func (p *proc) transfer(to int, cb func(error)) {
 			})
 		})
 	}
-	poll()
+	poll(0)
 }
 
 // sinceContact is quorum's SinceContact: how long ago this node last

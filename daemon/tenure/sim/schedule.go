@@ -46,11 +46,13 @@ const (
 	Storage               // a storage operation misbehaves for Dur (Arg: op | mode<<4)
 	Handover              // an admin asks the leader to hand over (to Node, or any if Arg)
 	Confirm               // an admin confirms Node is down (only done if it is off)
+	Standby               // an admin puts Node in standby for Dur
+	AdminFence            // an admin fences Node (`fencectl fence`), through the leader
 	numKinds
 )
 
 var kindNames = [...]string{"partition", "loss", "slow", "pause", "crash", "power", "shutdown", "device", "storage",
-	"handover", "confirm"}
+	"handover", "confirm", "standby", "admin-fence"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -140,6 +142,10 @@ func (f Fault) Describe(nodes int) string {
 		return "handover to " + n
 	case Confirm:
 		return "admin confirms " + n + " is down"
+	case Standby:
+		return fmt.Sprintf("%s in standby for %s", n, f.Dur)
+	case AdminFence:
+		return "admin fences " + n
 	case Crash, Power, Shutdown:
 		if f.Dur == 0 {
 			return fmt.Sprintf("%s %s (back at the heal)", f.Kind, n)
@@ -233,7 +239,7 @@ func Generate(seed uint64) Schedule {
 func genFault(r *rand.Rand, sc Schedule, lease time.Duration) Fault {
 	f := Fault{At: uniform(r, lease/4, sc.Heal), Node: r.IntN(sc.Nodes)}
 	weights := []int{Partition: 20, Loss: 5, Slow: 5, Pause: 15, Crash: 14, Power: 6, Shutdown: 5, Device: 14,
-		Storage: 10, Handover: 10, Confirm: 3}
+		Storage: 10, Handover: 10, Confirm: 3, Standby: 5, AdminFence: 3}
 	if !sc.Storage {
 		weights[Storage] = 0
 	}
@@ -250,7 +256,7 @@ func genFault(r *rand.Rand, sc Schedule, lease time.Duration) Fault {
 		x -= w
 	}
 	switch f.Kind {
-	case Pause, Crash, Power, Shutdown, Device, Storage, Partition:
+	case Pause, Crash, Power, Shutdown, Device, Storage, Partition, Standby, AdminFence:
 		f.Primary = r.IntN(2) == 0
 	}
 	switch f.Kind {
@@ -288,6 +294,8 @@ func genFault(r *rand.Rand, sc Schedule, lease time.Duration) Fault {
 		f.Dur = uniform(r, lease/2, 2*sc.Heal)
 	case Handover:
 		f.Arg = r.IntN(2)
+	case Standby:
+		f.Dur = uniform(r, lease/2, 3*lease)
 	}
 	return f
 }
