@@ -35,19 +35,19 @@ var profiles = []profile{
 type Kind uint8
 
 const (
-	Partition Kind = iota // the network splits (Arg: the shape)
-	Loss                  // messages are lost (Arg: per mille)
-	Slow                  // messages are delayed (Arg: up to ms)
-	Pause                 // the daemon stops (SIGSTOP) for Dur
-	Crash                 // the daemon is killed; restarts after Dur (0: at the heal)
-	Power                 // the node loses power; back after Dur (0: at the heal)
-	Shutdown              // graceful stop (SIGTERM); restarts after Dur
-	Device                // a fence device misbehaves for Dur (Arg: level | mode<<4)
-	Storage               // a storage operation misbehaves for Dur (Arg: op | mode<<4)
-	Handover              // an admin asks the leader to hand over (to Node, or any if Arg)
-	Confirm               // an admin confirms Node is down (only done if it is off)
-	Standby               // an admin puts Node in standby for Dur
-	AdminFence            // an admin fences Node (`fencectl fence`), through the leader
+	Partition  Kind = iota // the network splits (Arg: the shape)
+	Loss                   // messages are lost (Arg: per mille)
+	Slow                   // messages are delayed (Arg: up to ms)
+	Pause                  // the daemon stops (SIGSTOP) for Dur
+	Crash                  // the daemon is killed; restarts after Dur (0: at the heal)
+	Power                  // the node loses power; back after Dur (0: at the heal)
+	Shutdown               // graceful stop (SIGTERM); restarts after Dur
+	Device                 // a fence device misbehaves for Dur (Arg: level | mode<<4)
+	Storage                // a storage operation misbehaves for Dur (Arg: op | mode<<4)
+	Handover               // an admin asks the leader to hand over (to Node, or any if Arg)
+	Confirm                // an admin confirms Node is down (only done if it is off)
+	Standby                // an admin puts Node in standby for Dur
+	AdminFence             // an admin fences Node (`fencectl fence`), through the leader
 	numKinds
 )
 
