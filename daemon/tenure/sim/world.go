@@ -221,7 +221,7 @@ func Run(sc Schedule, opt Options) Result {
 		e.fn()
 	}
 	if w.chk.fail == nil && w.chk.live < 0 {
-		w.chk.failf("liveness", "no primary acted within %s of the heal (bound %s)", w.livenessBound(), w.livenessBound())
+		w.chk.failf(InvLiveness, "no primary acted within %s of the heal (the liveness bound)", w.livenessBound())
 	}
 	r := Result{Failure: w.chk.fail, Live: w.chk.live, Steps: w.steps, Events: w.events, Moves: w.moves, Trace: w.trace}
 	if r.Failure != nil && opt.Trace {
