@@ -61,6 +61,16 @@ FUZZBUDGET ?= 90
 fuzz-smoke:
 	GO=$(GO) FUZZTIME=$(FUZZTIME) FUZZBUDGET=$(FUZZBUDGET) ./.ci/fuzz-smoke
 
+# Deterministic simulation of the tenure rules (daemon/tenure/sim): SEEDS
+# schedules from seed SEED (random unless given; printed). `make test` runs
+# the CI profile: 10,000 schedules from seed 1. A failure prints its
+# shortest schedule and the command that replays it.
+SEEDS ?= 100000
+SEED  ?= random
+.PHONY: sim
+sim:
+	$(GO) test -count=1 -timeout 0 -run 'TestSimulation$$' -v ./daemon/tenure/sim -sim.seeds=$(SEEDS) -sim.base=$(SEED)
+
 # .deb and .rpm into $(DIST) (nfpm through the Go module proxy).
 package:
 	./packaging/build.sh $(VERSION) $(DIST)

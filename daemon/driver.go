@@ -36,7 +36,7 @@ type tenureView struct {
 
 // viewOf is the replicated state as the machine reads it.
 func viewOf(v quorum.View) tenure.View {
-	return tenure.View{Epoch: v.Epoch, Holder: v.Holder, HolderState: v.HolderState, LeaseOf: v.LeaseOf,
+	return tenure.View{Epoch: v.Epoch, Holder: v.Holder, HolderState: v.HolderState, LeaseOf: v.LeaseOf, Formers: v.Formers,
 		Unconfirmed: v.Unconfirmed, Standby: v.Standby, Watchdogs: v.Watchdogs}
 }
 

@@ -42,6 +42,13 @@ type State struct {
 	// current holder must wait lease+margin from its grant, or see that
 	// node released or fenced, before it acts.
 	LeaseOf string `json:"leaseOf,omitempty"`
+	// Formers are every former holder (with the epoch it held) whose lease
+	// may still run: it neither released nor was confirmed stopped, and no
+	// holder since has passed its takeover gate (which waits them all out).
+	// LeaseOf is the newest of them. Two grants can follow each other
+	// within one lease (a holder granted and lost before it passed its
+	// gate): the one before it is still a former then.
+	Formers map[string]uint64 `json:"formers,omitempty"`
 	// Unconfirmed are the nodes that may still have the storage running:
 	// they committed a mount intent, and neither their release nor a
 	// confirmed fence (or manual confirmation) has been committed since.
@@ -67,6 +74,7 @@ func (s *State) Clone() State {
 	c.Unconfirmed = maps.Clone(s.Unconfirmed)
 	c.Standby = maps.Clone(s.Standby)
 	c.Watchdogs = maps.Clone(s.Watchdogs)
+	c.Formers = maps.Clone(s.Formers)
 	c.History = slices.Clone(s.History)
 	for i := range c.History {
 		c.History[i].Attempts = slices.Clone(c.History[i].Attempts)
@@ -106,8 +114,10 @@ var ErrStale = errors.New("stale epoch")
 type Grant struct {
 	Epoch    uint64
 	Previous string
-	// LeaseOf is the former primary whose lease may still run.
+	// LeaseOf is the newest former primary whose lease may still run;
+	// Formers all of them.
 	LeaseOf string
+	Formers map[string]uint64
 	// Unconfirmed are the nodes to fence (or see release) before mounting.
 	Unconfirmed map[string]uint64
 }
@@ -146,6 +156,7 @@ type View struct {
 	HolderState string
 	Previous    string
 	LeaseOf     string
+	Formers     map[string]uint64
 	// Unconfirmed, Standby and Watchdogs are copies; the caller may keep
 	// them.
 	Unconfirmed map[string]uint64
@@ -158,7 +169,7 @@ func (f *FSM) View() View {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	s := &f.state
-	return View{Epoch: s.Epoch, Holder: s.Holder, HolderState: s.HolderState, Previous: s.Previous, LeaseOf: s.LeaseOf,
+	return View{Epoch: s.Epoch, Holder: s.Holder, HolderState: s.HolderState, Previous: s.Previous, LeaseOf: s.LeaseOf, Formers: maps.Clone(s.Formers),
 		Unconfirmed: maps.Clone(s.Unconfirmed), Standby: maps.Clone(s.Standby), Watchdogs: maps.Clone(s.Watchdogs)}
 }
 
@@ -196,11 +207,19 @@ func (f *FSM) apply(c *Command) any {
 		}
 		if s.Holder != "" && s.Holder != c.Node && s.HolderState != HolderReleased {
 			// The old primary neither released nor was fenced: its lease
-			// may still run (unless a newer grant already waited it out).
+			// may still run, as may those of the formers before it (no
+			// holder has waited them out since).
 			s.LeaseOf = s.Holder
+			if s.Formers == nil {
+				s.Formers = map[string]uint64{}
+			}
+			s.Formers[s.Holder] = s.Epoch
 		} else if s.LeaseOf == c.Node {
 			s.LeaseOf = ""
 		}
+		// A node granted again ended its own earlier tenure (its daemon
+		// stopped acting before it could acquire).
+		delete(s.Formers, c.Node)
 		if s.Holder != c.Node {
 			s.Previous = s.Holder
 		}
@@ -209,7 +228,7 @@ func (f *FSM) apply(c *Command) any {
 		s.HolderState = HolderAcquiring
 		s.Reason = ""
 		s.GrantedAt = c.Time
-		return Grant{Epoch: s.Epoch, Previous: s.Previous, LeaseOf: s.LeaseOf, Unconfirmed: maps.Clone(s.Unconfirmed)}
+		return Grant{Epoch: s.Epoch, Previous: s.Previous, LeaseOf: s.LeaseOf, Formers: maps.Clone(s.Formers), Unconfirmed: maps.Clone(s.Unconfirmed)}
 	case OpState:
 		if c.Epoch != s.Epoch || c.Node != s.Holder {
 			return fmt.Errorf("%w: %s at epoch %d (current: %s at %d)", ErrStale, c.Node, c.Epoch, s.Holder, s.Epoch)
@@ -233,9 +252,10 @@ func (f *FSM) apply(c *Command) any {
 			}
 		}
 		if c.State == HolderMounting || c.State == HolderMounted {
-			// The holder passed the takeover gate: the previous primary's
-			// lease has been waited out or that node is confirmed stopped.
+			// The holder passed the takeover gate: every former's lease
+			// has been waited out, or the former is confirmed stopped.
 			s.LeaseOf = ""
+			s.Formers = nil
 		}
 		s.HolderState = c.State
 		s.Reason = c.Reason
@@ -247,6 +267,9 @@ func (f *FSM) apply(c *Command) any {
 		}
 		if s.LeaseOf == c.Node {
 			s.LeaseOf = ""
+		}
+		if e, ok := s.Formers[c.Node]; ok && e <= c.Epoch {
+			delete(s.Formers, c.Node)
 		}
 		if s.Holder == c.Node && s.Epoch == c.Epoch {
 			s.HolderState = HolderReleased
@@ -282,6 +305,7 @@ func (f *FSM) apply(c *Command) any {
 			if s.LeaseOf == r.Target {
 				s.LeaseOf = ""
 			}
+			delete(s.Formers, r.Target)
 			if s.Holder == r.Target && r.Target != r.Executor {
 				// The fenced node held the current epoch: it is stopped now.
 				s.HolderState = HolderReleased

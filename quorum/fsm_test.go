@@ -129,3 +129,30 @@ type memSink struct{ bytes.Buffer }
 func (m *memSink) ID() string    { return "mem" }
 func (m *memSink) Cancel() error { return nil }
 func (m *memSink) Close() error  { return nil }
+
+// TestFormersKeptUntilAGatePasses: a holder granted and superseded before
+// it passed its gate leaves the holder before it a former too.
+func TestFormersKeptUntilAGatePasses(t *testing.T) {
+	f := NewFSM(10)
+	apply := func(c Command) any {
+		data, _ := json.Marshal(c)
+		return f.Apply(&raft.Log{Data: data})
+	}
+	apply(Command{Op: OpAcquire, Node: "a"})
+	apply(Command{Op: OpState, Node: "a", Epoch: 1, State: HolderMounted})
+	apply(Command{Op: OpAcquire, Node: "b"}) // a still acting, maybe
+	g := apply(Command{Op: OpAcquire, Node: "c"}).(Grant)
+	if g.LeaseOf != "b" || g.Formers["a"] != 1 || g.Formers["b"] != 2 {
+		t.Fatalf("grant %+v: want formers a@1 and b@2", g)
+	}
+	// b releases: only a is left.
+	apply(Command{Op: OpRelease, Node: "b", Epoch: 2})
+	if v := f.View(); v.Formers["b"] != 0 || v.Formers["a"] != 1 {
+		t.Fatalf("after b's release: %+v", v.Formers)
+	}
+	// c passes its gate: it waited them all out.
+	apply(Command{Op: OpState, Node: "c", Epoch: 3, State: HolderMounted})
+	if v := f.View(); len(v.Formers) != 0 || v.LeaseOf != "" {
+		t.Fatalf("after c's gate: %+v %q", v.Formers, v.LeaseOf)
+	}
+}

@@ -119,8 +119,11 @@ type View struct {
 	Holder      string
 	HolderState string
 	// LeaseOf is a former holder that neither released nor was confirmed
-	// stopped: its lease may still run.
+	// stopped: its lease may still run. Formers are all such holders since
+	// a holder last passed its gate (LeaseOf the newest), with the epoch
+	// each held.
 	LeaseOf string
+	Formers map[string]uint64
 	// Unconfirmed are the nodes that may still run the storage, with the
 	// epoch they committed a mount intent at.
 	Unconfirmed map[string]uint64
@@ -134,7 +137,7 @@ type View struct {
 type Grant struct {
 	Epoch    uint64
 	Previous string // the holder before this grant
-	LeaseOf  string // a former holder whose lease may still run
+	LeaseOf  string // the newest former holder whose lease may still run
 }
 
 // Holder states the machine records for status (the replicated state's
@@ -384,7 +387,7 @@ type Machine struct {
 	expiring    bool // an Expire is under way
 	expireAt    Time // next Expire attempt after a failed one
 	bounded     bool // the majority bound was applied
-	triedFormer bool // the former holder was fenced once (it vanished)
+	triedFormer map[string]bool // former holders fenced once (they vanished)
 	fenceAt     Time // next fence attempt while Blocked
 	backoff     time.Duration
 	blocked     string // why, while Blocked
@@ -406,8 +409,10 @@ type Machine struct {
 	transferAt   Time // next leadership transfer attempt (standby, witness)
 	handover     *string
 	transferring bool
-	lastView     View
-	leader       bool
+	// transferCooling: the running transfer began during a cooldown.
+	transferCooling bool
+	lastView        View
+	leader          bool
 }
 
 // New returns the machine of a node that holds nothing.
@@ -496,7 +501,7 @@ func (m *Machine) Wake(now Time) Time {
 		}
 		switch m.phase {
 		case Waiting, Blocked:
-			at(m.leaseEnd, m.fenceAt, m.expireAt)
+			at(m.leaseEnd, m.grantEnd, m.fenceAt, m.expireAt)
 			for _, n := range m.pending(m.lastView) {
 				if e, _, ok := m.expiry(n, m.lastView); ok {
 					at(e)
@@ -552,9 +557,15 @@ func (m *Machine) handle(in Input, e Event) []Action {
 			// election it was told to start: grabbing primacy back now
 			// would make this node a former holder that the winner
 			// fences. Keep off it for a lease; retry the transfer (for a
-			// standby or witness) in a heartbeat.
+			// standby or witness) in a heartbeat. A transfer started
+			// during a cooldown does not extend it when it fails: a target
+			// that never answers (raft may keep picking a dead node) would
+			// keep this node off primacy for good, and the cluster
+			// without a primary.
 			m.transferAt = in.Now.Add(t.Heartbeat)
-			m.cooldown = max(m.cooldown, in.Now.Add(t.Lease))
+			if !m.transferCooling {
+				m.cooldown = max(m.cooldown, in.Now.Add(t.Lease))
+			}
 		}
 	case AcquireDone:
 		if m.phase != Acquiring {
@@ -575,7 +586,7 @@ func (m *Machine) handle(in Input, e Event) []Action {
 		m.leaseEnd = t.SuccessorWait(in.Now)
 		m.grantEnd = m.leaseEnd
 		m.fenceFailed, m.expiring, m.expireAt = map[string]bool{}, false, 0
-		m.bounded, m.triedFormer = false, false
+		m.bounded, m.triedFormer = false, map[string]bool{}
 		m.backoff, m.fenceAt, m.blocked = firstBackoff, 0, ""
 		m.nextRenew = m.t0.Add(t.Heartbeat)
 		m.confirming, m.starting, m.monitoring, m.stopAsked = false, false, false, false
@@ -831,18 +842,28 @@ func (m *Machine) gate(in Input) []Action {
 		return nil // the grant is not applied here yet
 	}
 	pending := m.pending(v)
-	former := v.LeaseOf
-	if former == m.cfg.Self {
-		former = ""
+	// Every former holder's lease must have certainly ended, or the former
+	// be confirmed stopped (the replicated state then drops it). The
+	// newest's end may be bounded by a majority's answers (leaseEnd); the
+	// older ones' renewals all came before this grant (grantEnd).
+	var formers []string
+	leaseWait := false
+	for _, f := range m.formers(v) {
+		formers = append(formers, f)
+		leaseWait = leaseWait || in.Now < m.formerEnd(f, v)
 	}
-	leaseWait := former != "" && in.Now < m.leaseEnd
 	// A former holder that vanished without releasing is fenced too when
 	// it has fence devices, once per tenure, even if it never ran the
 	// storage: a node that disappears uncleanly is fenced, and a confirmed
 	// fence also ends the wait for its lease early. If that fence fails,
 	// its lease still runs out and the takeover goes on.
-	vanished := former != "" && !slices.Contains(pending, former) && !m.triedFormer && m.cfg.Fenceable[former]
-	if len(pending) == 0 && !leaseWait && !vanished {
+	var vanished []string
+	for _, f := range formers {
+		if !slices.Contains(pending, f) && !m.triedFormer[f] && m.cfg.Fenceable[f] {
+			vanished = append(vanished, f)
+		}
+	}
+	if len(pending) == 0 && !leaseWait && len(vanished) == 0 {
 		return m.pass()
 	}
 	if m.phase == Fencing || m.expiring {
@@ -887,21 +908,44 @@ func (m *Machine) gate(in Input) []Action {
 			targets = append(targets, n)
 		}
 	}
-	if vanished {
-		targets = append(targets, former)
-	}
+	targets = append(targets, vanished...)
 	if len(targets) == 0 || in.Now < m.fenceAt {
 		if m.phase == Blocked && !m.anyBlocked(v) {
 			m.phase = Waiting // confirmations arrived, or only waits are left
 		}
 		return nil
 	}
-	m.triedFormer = m.triedFormer || vanished
+	for _, f := range vanished {
+		m.triedFormer[f] = true
+	}
 	m.phase = Fencing
 	return []Action{
 		Record{Epoch: m.epoch, State: HolderFencing, Reason: fmt.Sprintf("fencing %v", targets)},
 		Fence{Epoch: m.epoch, Targets: targets, Reason: fmt.Sprintf("takeover by %s at epoch %d", m.cfg.Self, m.epoch)},
 	}
+}
+
+// formers lists the former holders whose leases may still run, this node
+// excepted (its own former tenure ended in this process, or in one that
+// stopped before this one could acquire).
+func (m *Machine) formers(v View) []string {
+	set := map[string]bool{}
+	if v.LeaseOf != "" {
+		set[v.LeaseOf] = true
+	}
+	for f := range v.Formers {
+		set[f] = true
+	}
+	delete(set, m.cfg.Self)
+	return slices.Sorted(maps.Keys(set))
+}
+
+// formerEnd is when former f's lease has certainly ended.
+func (m *Machine) formerEnd(f string, v View) Time {
+	if f == v.LeaseOf {
+		return m.leaseEnd
+	}
+	return m.grantEnd
 }
 
 // expiry returns when node n, which may still run the storage, is
@@ -962,7 +1006,11 @@ func (m *Machine) demote(in Input, r Reason, detail string) []Action {
 	m.actingUntil = 0
 	m.confirming, m.monitoring = false, false
 	acts := []Action{Cancel{Epoch: m.epoch}}
-	if m.storage == StorageStopped && !m.starting {
+	// A release says nothing runs here. This process may not have started
+	// what runs (a crashed daemon leaves the storage mounted): while the
+	// replicated state lists this node as maybe running it, stop it first.
+	_, mayRun := in.View.Unconfirmed[m.cfg.Self]
+	if m.storage == StorageStopped && !m.starting && !(m.cfg.Storage && mayRun) {
 		return append(acts, m.release(in)...)
 	}
 	m.phase = Demoting
@@ -1014,6 +1062,7 @@ func (m *Machine) released(in Input) []Action {
 
 func (m *Machine) transfer(in Input, to string) []Action {
 	m.transferring = true
+	m.transferCooling = in.Now < m.cooldown
 	m.transferAt = in.Now.Add(m.cfg.Timing.Heartbeat)
 	return []Action{Transfer{To: to}}
 }

@@ -676,3 +676,84 @@ func TestReconfigured(t *testing.T) {
 		t.Fatal("lease changed live")
 	}
 }
+
+// Found by the simulator (daemon/tenure/sim, seed 4237): a leader that
+// handed over while its target was down retried the transfer every
+// heartbeat, as it should, but each failure restarted its cooldown, so it
+// never acquired again: with raft's choice of target a dead node (the one
+// with the highest replication index), no node acted, with a healthy
+// majority, for good.
+func TestFailingTransfersDoNotKeepOffPrimacyForever(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.Storage = true })
+	r.serve(1)
+	r.want(r.step(HandoverAsked{To: "b"}), Demoting, Cancel{}, Stop{})
+	r.want(r.step(StopDone{Epoch: 1}), Releasing, Release{})
+	r.want(r.step(ReleaseDone{Epoch: 1}), Secondary, Transfer{})
+	timeout := 2 * testTiming.Raft().HeartbeatTimeout // raft's transfer timeout (leader's election timeout)
+	r.advance(timeout)
+	r.want(r.step(TransferDone{Err: errors.New("leadership transfer timeout")}), Secondary)
+	limit := r.now.Add(testTiming.Lease + testTiming.Heartbeat)
+	for r.m.Phase() == Secondary && r.now <= limit {
+		r.now = r.m.Wake(r.now)
+		for _, a := range r.step(nil) {
+			if _, ok := a.(Transfer); ok {
+				r.advance(timeout)
+				r.step(TransferDone{Err: errors.New("leadership transfer timeout")})
+			}
+		}
+	}
+	if r.m.Phase() != Acquiring {
+		t.Fatalf("still %s %s after the first failed transfer: its retries keep it off primacy", r.m.Phase(), r.now.Sub(limit.Add(-testTiming.Lease-testTiming.Heartbeat)))
+	}
+}
+
+// Found with the simulator (daemon/tenure/sim, TestRegressions): the
+// daemon of a holder crashed with the storage mounted (a crash leaves the
+// mount), restarted, and its fresh machine later acquired a new epoch and
+// gave it up before mounting (a handover, a lost leadership). It released
+// at once, since this process never started the storage; the release at
+// the newer epoch cleared the node's older mount intent from the
+// replicated state, and the next holder mounted the storage while the old
+// mount was still there. A node the replicated state lists as maybe
+// running the storage must stop it before it releases.
+func TestReleaseStopsStorageTheStateSaysMayRunHere(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.Storage = true })
+	r.view.Unconfirmed["a"] = 1 // mounted at epoch 1, by the process before this one
+	r.want(r.grant(4, Grant{LeaseOf: "b"}), Fencing, AskBound{}, Record{}, Fence{})
+	r.want(r.step(HandoverAsked{}), Demoting, Cancel{}, Stop{})
+	r.want(r.step(StopDone{Epoch: 4}), Releasing, Release{})
+
+	// Without such an entry nothing can run here: release at once.
+	r = newRig(t, func(c *Config) { c.Storage = true })
+	r.view.Unconfirmed["b"] = 1
+	r.want(r.grant(4, Grant{LeaseOf: "b"}), Fencing, AskBound{}, Record{}, Fence{})
+	r.want(r.step(HandoverAsked{}), Releasing, Cancel{}, Release{})
+}
+
+// Found by the simulator with fast leader detection (seed 2275, 7 nodes,
+// no storage): n3 acted at epoch 1 and was paused; n6 was granted epoch 2
+// and lost leadership before it passed its gate; n4, granted epoch 3, saw
+// only n6 as the former holder, fenced it, and acted while n3's lease still
+// ran. Every former since a holder last passed its gate must be waited out.
+func TestOlderFormersAreWaitedOutToo(t *testing.T) {
+	r := newRig(t, nil)
+	r.view.Formers = map[string]uint64{"b": 1, "c": 2}
+	acts := r.grant(3, Grant{LeaseOf: "c"})
+	r.want(acts, Fencing, AskBound{}, Record{}, Fence{})
+	if f := find[Fence](t, acts); !reflect.DeepEqual(f.Targets, []string{"b", "c"}) {
+		t.Fatalf("fences %v, want both formers", f.Targets)
+	}
+	granted := r.now
+	// c is fenced and dropped from the state; b's fence failed: b's lease
+	// is still waited out, from this grant.
+	r.view.LeaseOf = ""
+	delete(r.view.Formers, "c")
+	r.want(r.step(FenceDone{Epoch: 3, Failed: map[string]string{"b": "BMC unreachable"}}), Waiting)
+	for r.now < granted.Add(testTiming.Lease+testTiming.Margin) {
+		if acts := r.step(nil); r.m.Phase() != Waiting {
+			t.Fatalf("passed the gate %s before the older former's lease had certainly ended: %s", granted.Add(testTiming.Lease+testTiming.Margin).Sub(r.now), names(acts))
+		}
+		r.now = r.m.Wake(r.now)
+	}
+	r.want(r.step(nil), Serving, Record{})
+}

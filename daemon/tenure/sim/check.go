@@ -1,0 +1,280 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/fenced/fenced/quorum"
+	"github.com/fenced/fenced/stonith"
+)
+
+// Invariant names, as failures report them.
+const (
+	InvTwoActing      = "at most one node acts as primary"
+	InvLease          = "a node acts only within lease − margin of a renewal a majority stored"
+	InvStartMajority  = "storage starts only after its mount intent is committed"
+	InvStartEpoch     = "storage starts only at the current epoch"
+	InvStartConfirmed = "storage starts only once every earlier holder is confirmed stopped"
+	InvTwoStorage     = "the storage never runs on two nodes at once"
+	InvEpoch          = "the epoch only rises"
+	InvRaft           = "the simulated raft keeps its guarantees"
+	InvLiveness       = "liveness"
+)
+
+// checker holds what the invariants need: the committed log as it really
+// is (the truth, not any node's view of it), a reference FSM over it, the
+// renewals a majority stored, and who started the storage when.
+type checker struct {
+	w    *World
+	fail *Failure
+
+	leaders map[uint64]int // term → the node that led it
+	truth   []entry        // committed entries; truth[0] is a sentinel
+	tfsm    *quorum.FSM
+
+	// From the committed log, tracked here independently of the FSM.
+	epoch      uint64
+	holder     string
+	renew      []map[uint64]int64 // node → epoch → true time of the latest committed renewal's start
+	mountEpoch []uint64           // node → epoch of its latest committed mount intent (0: none)
+	cleared    []bool             // node → released or confirmed stopped since that intent
+	mountOK    map[[2]uint64]verdict
+	grants     map[uint64]string
+
+	lastStartEpoch uint64
+	lastStartNode  int
+
+	healed bool
+	live   time.Duration
+}
+
+func (c *checker) init(w *World) {
+	n := w.sc.Nodes
+	c.w = w
+	c.leaders = map[uint64]int{}
+	c.truth = []entry{{}}
+	c.tfsm = quorum.NewFSM(64)
+	c.renew = make([]map[uint64]int64, n)
+	for i := range c.renew {
+		c.renew[i] = map[uint64]int64{}
+	}
+	c.mountEpoch = make([]uint64, n)
+	c.cleared = make([]bool, n)
+	c.mountOK = map[[2]uint64]verdict{}
+	c.grants = map[uint64]string{}
+	c.lastStartNode = -1
+	c.live = -1
+}
+
+func (c *checker) failf(inv, format string, args ...any) {
+	if c.fail != nil {
+		return
+	}
+	c.fail = &Failure{Invariant: inv, At: time.Duration(c.w.now), Detail: fmt.Sprintf(format, args...)}
+	c.w.tracef("VIOLATION %s: %s", inv, c.fail.Detail)
+}
+
+// leaderElected: at most one leader per term.
+func (c *checker) leaderElected(n *Node, term uint64) {
+	if l, ok := c.leaders[term]; ok && l != n.id {
+		c.failf(InvRaft, "two leaders in term %d: %s and %s", term, nodeName(l), n.name)
+	}
+	c.leaders[term] = n.id
+}
+
+// committed: leader n moved its commit index from old to idx. A committed
+// entry is never replaced.
+func (c *checker) committed(n *Node, old, idx uint64) {
+	for i := old + 1; i <= idx; i++ {
+		e := n.log[i]
+		if i < uint64(len(c.truth)) {
+			if c.truth[i].id != e.id {
+				c.failf(InvRaft, "%s committed entry %d (id %d) but entry %d was committed before (id %d)", n.name, i, e.id, i, c.truth[i].id)
+			}
+			continue
+		}
+		c.truth = append(c.truth, e)
+		c.process(i, e)
+	}
+}
+
+// applied: a node applies only committed entries, in order.
+func (c *checker) applied(n *Node, i uint64, e entry) {
+	if i >= uint64(len(c.truth)) || c.truth[i].id != e.id {
+		c.failf(InvRaft, "%s applies entry %d (id %d) that is not the committed one", n.name, i, e.id)
+	}
+}
+
+// fsmApplied: a node's replicated epoch never goes back.
+func (c *checker) fsmApplied(n *Node) {
+	e := n.fsm.View().Epoch
+	if e < n.lastEpoch {
+		c.failf(InvEpoch, "%s's replicated epoch went from %d back to %d", n.name, n.lastEpoch, e)
+	}
+	n.lastEpoch = e
+}
+
+// process follows a newly committed entry: renewals, grants, mount
+// intents, releases and confirmed fences.
+func (c *checker) process(i uint64, e entry) {
+	m := e.meta
+	switch e.kind {
+	case entBarrier:
+		if m.origin >= 0 && c.renew[m.origin][m.epoch] < m.t0 {
+			c.renew[m.origin][m.epoch] = m.t0
+		}
+		return
+	case entNoop:
+		return
+	}
+	var cmd quorum.Command
+	if err := json.Unmarshal(e.data, &cmd); err != nil {
+		c.failf(InvRaft, "entry %d: %v", i, err)
+		return
+	}
+	// Before the reference FSM applies it: the state the mount intent meets.
+	if cmd.Op == quorum.OpState && cmd.State == quorum.HolderMounting {
+		c.mountIntent(cmd)
+	}
+	resp := c.tfsm.Apply(&raft.Log{Index: i, Term: e.term, Type: raft.LogCommand, Data: e.data})
+	_, refused := resp.(error)
+	switch cmd.Op {
+	case quorum.OpAcquire:
+		if refused {
+			return
+		}
+		g := resp.(quorum.Grant)
+		if g.Epoch != c.epoch+1 {
+			c.failf(InvEpoch, "grant of epoch %d after epoch %d", g.Epoch, c.epoch)
+		}
+		c.epoch, c.holder = g.Epoch, cmd.Node
+		c.grants[g.Epoch] = cmd.Node
+		if id := c.w.node(cmd.Node).id; m.origin == id {
+			c.renew[id][g.Epoch] = m.t0
+		}
+	case quorum.OpState:
+		if cmd.State == quorum.HolderMounting && !refused {
+			id := c.w.node(cmd.Node).id
+			c.mountEpoch[id], c.cleared[id] = cmd.Epoch, false
+		}
+	case quorum.OpRelease:
+		id := c.w.node(cmd.Node).id
+		if c.mountEpoch[id] != 0 && c.mountEpoch[id] <= cmd.Epoch {
+			c.cleared[id] = true
+		}
+	case quorum.OpRecord:
+		r := cmd.Record
+		if r != nil && r.Outcome == stonith.OutcomeSuccess && (r.Kind == stonith.KindFence && r.Action != stonith.ActionOn || r.Kind == stonith.KindConfirm) {
+			if t := c.w.node(r.Target); t != nil {
+				c.cleared[t.id] = true
+			}
+		}
+	}
+}
+
+// verdict is what the committed log says of a mount intent when it met
+// the state: stale (another epoch is current), or msg names a node that may
+// still run the storage; ok when neither.
+type verdict struct {
+	stale bool
+	msg   string
+}
+
+// mountIntent decides, from the committed log alone, whether node may
+// start the storage at cmd.Epoch: it holds the newest epoch, and every
+// other node that committed a mount intent has since released or been
+// confirmed stopped.
+func (c *checker) mountIntent(cmd quorum.Command) {
+	key := [2]uint64{uint64(c.w.node(cmd.Node).id), cmd.Epoch}
+	if _, seen := c.mountOK[key]; seen {
+		return
+	}
+	var why verdict
+	switch {
+	case cmd.Epoch != c.epoch || cmd.Node != c.holder:
+		why = verdict{stale: true, msg: fmt.Sprintf("its mount intent met epoch %d of %s", c.epoch, c.holder)}
+	default:
+		for id, e := range c.mountEpoch {
+			if nodeName(id) != cmd.Node && e != 0 && !c.cleared[id] {
+				why.msg = fmt.Sprintf("%s committed a mount intent at epoch %d and had neither released nor been confirmed stopped", nodeName(id), e)
+				break
+			}
+		}
+	}
+	c.mountOK[key] = why
+}
+
+// storageStart: node n starts the storage at epoch e (the Start action).
+func (c *checker) storageStart(n *Node, e uint64) {
+	why, ok := c.mountOK[[2]uint64{uint64(n.id), e}]
+	switch {
+	case !ok:
+		c.failf(InvStartMajority, "%s starts the storage at epoch %d without a committed mount intent", n.name, e)
+	case why.stale:
+		c.failf(InvStartEpoch, "%s starts the storage at epoch %d: %s", n.name, e, why.msg)
+	case why.msg != "":
+		c.failf(InvStartConfirmed, "%s starts the storage at epoch %d: %s", n.name, e, why.msg)
+	}
+	for _, o := range c.w.nodes {
+		if o != n && o.running {
+			c.failf(InvTwoStorage, "%s starts the storage (epoch %d) while it runs on %s (epoch %d)", n.name, e, o.name, o.runEpoch)
+		}
+	}
+	if e < c.lastStartEpoch || e == c.lastStartEpoch && c.lastStartNode != n.id {
+		c.failf(InvEpoch, "%s starts the storage at epoch %d after %s started it at epoch %d", n.name, e, nodeName(c.lastStartNode), c.lastStartEpoch)
+	}
+	c.lastStartEpoch, c.lastStartNode = e, n.id
+}
+
+// maxTrue is the longest true time a node's clock can take to count d.
+func maxTrue(d time.Duration) int64 { return (int64(d)*1e6+(1e6-Drift)-1)/(1e6-Drift) + 1 }
+
+// afterStep checks the invariants that a machine step can break: at most
+// one node acting, each within lease − margin of a renewal a majority
+// stored, under an epoch granted to it; and notes liveness.
+func (c *checker) afterStep(stepped *Node) {
+	w := c.w
+	t := w.timing
+	var acting []*Node
+	for _, n := range w.nodes {
+		p := n.proc
+		if p == nil || p.m == nil {
+			continue
+		}
+		if !p.m.Acting(n.local()) {
+			continue
+		}
+		acting = append(acting, n)
+		e := p.m.Epoch()
+		if c.holderOf(e) != n.name {
+			c.failf(InvEpoch, "%s acts at epoch %d, which the committed log grants to %q", n.name, e, c.holderOf(e))
+		}
+		s, ok := c.renew[n.id][e]
+		if !ok {
+			c.failf(InvLease, "%s acts at epoch %d without a committed grant or renewal", n.name, e)
+			continue
+		}
+		until := n.clk.trueOf(p.m.ActingUntil())
+		if limit := s + maxTrue(t.Lease-t.Margin); until > limit {
+			c.failf(InvLease, "%s acts until %s (true time) at epoch %d; its latest renewal a majority stored began at %s: lease − margin ends at %s",
+				n.name, time.Duration(until), e, time.Duration(s), time.Duration(limit))
+		}
+	}
+	if len(acting) > 1 {
+		var names []string
+		for _, n := range acting {
+			names = append(names, fmt.Sprintf("%s (epoch %d)", n.name, n.proc.m.Epoch()))
+		}
+		c.failf(InvTwoActing, "%v act as primary at once", names)
+	}
+	if c.healed && c.live < 0 && len(acting) > 0 {
+		c.live = time.Duration(w.now) - w.sc.Heal
+		w.end = min(w.end, w.now+int64(t.Lease))
+	}
+}
+
+// holderOf is the node the committed log granted epoch e.
+func (c *checker) holderOf(e uint64) string { return c.grants[e] }

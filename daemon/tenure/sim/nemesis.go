@@ -1,0 +1,334 @@
+package sim
+
+import (
+	"slices"
+	"time"
+
+	"github.com/fenced/fenced/daemon/tenure"
+	"github.com/fenced/fenced/quorum"
+	"github.com/fenced/fenced/stonith"
+)
+
+// inject starts fault i of the schedule.
+func (w *World) inject(i int, f Fault) {
+	if w.chk.healed {
+		return
+	}
+	N := w.sc.Nodes
+	if f.Primary {
+		if p := w.primary(); p >= 0 {
+			if f.Kind == Partition && f.Arg%numShapes == shapeOneWay && int(f.Mask)%N == p {
+				f.Mask = uint64(f.Node)
+			}
+			f.Node = p
+		}
+		f.Primary = false
+	}
+	w.tracef("FAULT #%d: %s", i, f.Describe(N))
+	n := w.nodes[f.Node]
+	switch f.Kind {
+	case Partition:
+		w.partTok++
+		tok := w.partTok
+		switch f.Arg % numShapes {
+		case shapeSplit:
+			g := make([]int, N)
+			for j := range N {
+				g[j] = int(f.Mask >> j & 1)
+			}
+			w.net.partition(g)
+		case shapeIsolate:
+			g := make([]int, N)
+			g[f.Node] = 1
+			w.net.partition(g)
+		case shapeBridge:
+			side := make([]int, N)
+			for j := range N {
+				side[j] = int(f.Mask >> j & 1)
+			}
+			w.net.bridge(f.Node, side)
+		case shapeOneWay:
+			w.net.heal()
+			w.net.oneWay(f.Node, int(f.Mask)%N)
+		case shapeRandom:
+			w.net.randomCuts(f.Mask)
+		}
+		w.after(f.Dur, func() {
+			if w.partTok == tok && !w.chk.healed {
+				w.tracef("partition #%d heals", i)
+				w.net.heal()
+			}
+		})
+	case Loss:
+		w.lossTok++
+		tok := w.lossTok
+		w.net.loss = f.Arg
+		w.after(f.Dur, func() {
+			if w.lossTok == tok {
+				w.net.loss = 0
+			}
+		})
+	case Slow:
+		w.slowTok++
+		tok := w.slowTok
+		w.net.slow = time.Duration(f.Arg) * time.Millisecond
+		w.after(f.Dur, func() {
+			if w.slowTok == tok {
+				w.net.slow = 0
+			}
+		})
+	case Pause:
+		n.pause(f.Dur)
+	case Crash:
+		n.crash(f.Dur)
+	case Power:
+		n.powerOff("power loss")
+		n.restart++
+		if f.Dur > 0 {
+			tok := n.restart
+			w.after(f.Dur, func() {
+				if n.restart == tok {
+					n.powerOn()
+				}
+			})
+		}
+	case Shutdown:
+		if p := n.proc; p != nil && !n.paused {
+			n.afterExit = f.Dur
+			p.post(tenure.ShutdownAsked{})
+		}
+	case Device:
+		for lvl := range levels {
+			if a := f.Arg & 0xf; a < levels && a != lvl {
+				continue
+			}
+			n.devTok[lvl]++
+			tok := n.devTok[lvl]
+			n.dev[lvl] = devMode((f.Arg >> 4) % int(numDevModes))
+			w.after(f.Dur, func() {
+				if n.devTok[lvl] == tok {
+					n.dev[lvl] = devOK
+				}
+			})
+		}
+	case Storage:
+		op := (f.Arg & 0xf) % 3
+		n.stTok[op]++
+		tok := n.stTok[op]
+		*n.stOp(op) = opMode((f.Arg >> 4) % int(numOpModes))
+		w.after(f.Dur, func() {
+			if n.stTok[op] == tok {
+				*n.stOp(op) = opOK
+			}
+		})
+	case Handover:
+		q := w.leaderProc()
+		if q == nil {
+			return
+		}
+		to := n.name
+		if f.Arg != 0 {
+			to = ""
+		}
+		if to == q.n.name {
+			return // the API refuses: it already is the primary-elect
+		}
+		q.post(tenure.HandoverAsked{To: to})
+	case Confirm:
+		if n.on {
+			return // the admin confirms only a node that is really down
+		}
+		w.confirm(n)
+	case Standby:
+		w.standby(n, true)
+		w.after(f.Dur, func() { w.standby(n, false) })
+	case AdminFence:
+		q := w.leaderProc()
+		if q == nil || q.n == n {
+			return // the API refuses: the leader hands over first, and the admin retries
+		}
+		q.fence(&simCtx{}, n.name, "fenced by the admin", q.n.fsm.View().Epoch, func(error) {})
+	}
+}
+
+// standby is `fencectl standby NODE on|off` on the leader; the admin
+// retries until it is committed (the heal depends on the off).
+func (w *World) standby(n *Node, on bool) {
+	if w.chk.healed && on {
+		return
+	}
+	n.standbyWant = on
+	n.standbyTok++
+	tok := n.standbyTok
+	var try func()
+	try = func() {
+		if n.standbyTok != tok || w.chk.tfsm.View().Standby[n.name] == on {
+			return
+		}
+		if q := w.leaderProc(); q != nil {
+			q.applyCmd(quorum.Command{Op: quorum.OpStandby, Node: n.name, Flag: on}, func(any, error) {})
+		}
+		w.after(100*time.Millisecond, try)
+	}
+	try()
+}
+
+// primary is the node acting as primary, else one holding an epoch, else
+// raft's leader; −1 if none.
+func (w *World) primary() int {
+	best, rank := -1, 0
+	for _, n := range w.nodes {
+		p := n.proc
+		if p == nil || p.m == nil {
+			continue
+		}
+		r := 0
+		switch {
+		case p.m.Acting(n.local()):
+			r = 3
+		case p.m.Epoch() != 0:
+			r = 2
+		case p.role == leader:
+			r = 1
+		}
+		if r > rank {
+			best, rank = n.id, r
+		}
+	}
+	return best
+}
+
+func (n *Node) stOp(op int) *opMode {
+	switch op {
+	case stOpStart:
+		return &n.stStart
+	case stOpStop:
+		return &n.stStop
+	}
+	return &n.stMon
+}
+
+// confirm is `fencectl confirm NODE --yes` on the leader.
+func (w *World) confirm(n *Node) {
+	q := w.leaderProc()
+	if q == nil {
+		return
+	}
+	now := w.wall()
+	rec := stonith.Record{Kind: stonith.KindConfirm, Target: n.name, Reason: "confirmed down by the admin", RequestedBy: "admin",
+		Executor: q.n.name, Epoch: q.n.fsm.View().Epoch, Started: now, Finished: now, Outcome: stonith.OutcomeSuccess}
+	q.applyCmd(quorum.Command{Op: quorum.OpRecord, Record: &rec}, func(any, error) {})
+}
+
+func (w *World) downOf(n *Node) (Down, bool) {
+	for _, d := range w.sc.Down {
+		if d.Node == n.id {
+			return d, true
+		}
+	}
+	return Down{}, false
+}
+
+// isDown reports a node that stays down after the heal.
+func (w *World) isDown(n *Node) bool {
+	_, down := w.downOf(n)
+	return w.chk.healed && down
+}
+
+// heal ends the faults: from here a majority is connected and every node
+// has a working fence path, so a primary must act within livenessBound.
+func (w *World) heal() {
+	w.chk.healed = true
+	w.tracef("HEAL (liveness bound %s)", w.livenessBound())
+	w.partTok++
+	w.lossTok++
+	w.slowTok++
+	w.net.heal()
+	w.net.loss, w.net.slow = 0, 0
+	for _, n := range w.nodes {
+		for l := range levels {
+			n.devTok[l]++
+			n.dev[l] = devOK
+		}
+		if slices.Contains(w.sc.CalmDev, n.id) {
+			n.dev[0] = devHang
+		}
+		for op := range 3 {
+			n.stTok[op]++
+			*n.stOp(op) = opOK
+		}
+		if n.standbyWant {
+			w.standby(n, false)
+		}
+		if f := n.hungStart; f != nil {
+			n.hungStart = nil
+			f()
+		}
+		if d, down := w.downOf(n); down {
+			n.restart++
+			if d.Off {
+				n.powerOff("down at the heal")
+			} else if n.proc != nil {
+				n.crash(0)
+			}
+			continue
+		}
+		if n.paused {
+			n.resume()
+		}
+		if !n.on {
+			n.powerOn()
+		} else if n.proc == nil {
+			n.scheduleRestart(10 * time.Millisecond)
+		}
+	}
+	w.chk.afterStep(nil)
+}
+
+// livenessBound is how long after the heal a primary must act. Its terms,
+// each a worst case the heal can leave behind:
+//   - boot: a node powered on at the heal starts its daemon within 1s;
+//   - election: a dead leader is noticed within 3 HT (the last contact
+//     ages HT, the randomised timer fires within 2 HT more), and an
+//     election round takes at most 2 HT (pre-vote and vote); up to 8
+//     rounds are allowed for split votes;
+//   - a holder still demoting at the heal stops within grace, or self-fences;
+//   - a node whose storage failed, or whose leadership transfer failed,
+//     keeps off primacy for a lease;
+//   - the former holder's lease: lease + margin;
+//   - fencing: a fence in flight at the heal (both levels hanging: 2 ×
+//     FenceTimeout) and the takeover's own (its first level may hang);
+//   - at most a minority less one is down: a takeover fences a former
+//     holder that did not release even when it is alive and following,
+//     and at a bare majority that costs the majority; the next leader then
+//     fences the last, and so on until a release commits (measured: up to
+//     20s; with fence action off rather than a reboot, an outage until
+//     an admin powers the node on);
+//   - standby flags are cleared (the admin retries until it commits);
+//   - a storage start that hangs is ended by the heal (an admin kills the
+//     hook): the machine itself puts no bound on a start, so a hung start
+//     hook on the holder would keep every node from acting, forever;
+//   - a blocked takeover retries after its backoff, which the fault phase
+//     can have grown to at most the first power of two above its length
+//     (seconds; 30s at most).
+func (w *World) livenessBound() time.Duration {
+	t, ht := w.timing, w.ht
+	boot := 1300 * time.Millisecond
+	election := 3*ht + 8*2*ht
+	demote := t.Grace
+	cooldown := t.Lease
+	formerLease := t.Lease + t.Margin
+	fence := (levels + 1) * t.FenceTimeout
+	backoff := time.Second
+	for backoff < w.sc.Heal && backoff < 30*time.Second {
+		backoff *= 2
+	}
+	return boot + election + demote + cooldown + formerLease + fence + backoff
+}
+
+func (w *World) fmtLocal(n *Node, t tenure.Time) string {
+	if t == 0 {
+		return "-"
+	}
+	return time.Duration(n.clk.trueOf(t)).String()
+}

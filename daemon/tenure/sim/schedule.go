@@ -1,0 +1,476 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fenced/fenced/daemon/tenure"
+)
+
+// profile is a set of lease timings: each obeys tenure.Timing.Check, and
+// together they cover the corners (the smallest margin allowed, a grace
+// just under the lease, heartbeats as long as allowed).
+type profile struct {
+	name    string
+	timing  tenure.Timing
+	monitor time.Duration
+}
+
+var profiles = []profile{
+	{"short", tenure.Timing{Heartbeat: 200 * time.Millisecond, Lease: time.Second, Margin: 100 * time.Millisecond,
+		Grace: 500 * time.Millisecond, FenceTimeout: time.Second}, 300 * time.Millisecond},
+	{"tight-margin", tenure.Timing{Heartbeat: 150 * time.Millisecond, Lease: time.Second, Margin: 50 * time.Millisecond,
+		Grace: 900 * time.Millisecond, FenceTimeout: time.Second}, 250 * time.Millisecond},
+	{"default/3", tenure.Timing{Heartbeat: 333 * time.Millisecond, Lease: time.Second, Margin: 167 * time.Millisecond,
+		Grace: 667 * time.Millisecond, FenceTimeout: time.Second}, 667 * time.Millisecond},
+	{"long-heartbeat", tenure.Timing{Heartbeat: 450 * time.Millisecond, Lease: time.Second, Margin: 50 * time.Millisecond,
+		Grace: 400 * time.Millisecond, FenceTimeout: time.Second}, 500 * time.Millisecond},
+}
+
+// Kind is a kind of fault.
+type Kind uint8
+
+const (
+	Partition  Kind = iota // the network splits (Arg: the shape)
+	Loss                   // messages are lost (Arg: per mille)
+	Slow                   // messages are delayed (Arg: up to ms)
+	Pause                  // the daemon stops (SIGSTOP) for Dur
+	Crash                  // the daemon is killed; restarts after Dur (0: at the heal)
+	Power                  // the node loses power; back after Dur (0: at the heal)
+	Shutdown               // graceful stop (SIGTERM); restarts after Dur
+	Device                 // a fence device misbehaves for Dur (Arg: level | mode<<4)
+	Storage                // a storage operation misbehaves for Dur (Arg: op | mode<<4)
+	Handover               // an admin asks the leader to hand over (to Node, or any if Arg)
+	Confirm                // an admin confirms Node is down (only done if it is off)
+	Standby                // an admin puts Node in standby for Dur
+	AdminFence             // an admin fences Node (`fencectl fence`), through the leader
+	numKinds
+)
+
+var kindNames = [...]string{"partition", "loss", "slow", "pause", "crash", "power", "shutdown", "device", "storage",
+	"handover", "confirm", "standby", "admin-fence"}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", k)
+}
+
+// Partition shapes.
+const (
+	shapeSplit   = iota // two groups (Mask: the nodes of one)
+	shapeIsolate        // Node alone
+	shapeBridge         // Node sees both sides (Mask: one side); the sides do not see each other
+	shapeOneWay         // messages from Node to node Mask are lost; the other way works
+	shapeRandom         // each directed link cut if its bit in Mask is set
+	numShapes
+)
+
+var shapeNames = [...]string{"split", "isolate", "bridge", "one-way", "random"}
+
+// Storage operations.
+const (
+	stOpStart = iota
+	stOpStop
+	stOpMonitor
+)
+
+var stOpNames = [...]string{"start", "stop", "monitor"}
+
+// Fault is one fault of a schedule.
+type Fault struct {
+	At   time.Duration
+	Kind Kind
+	Node int
+	// Primary aims the fault at the node acting as primary when it starts
+	// (or the one holding an epoch, or raft's leader); Node if none.
+	Primary bool
+	Dur     time.Duration
+	Arg     int
+	Mask    uint64
+}
+
+func (f Fault) String() string {
+	node := nodeName(f.Node)
+	if f.Primary {
+		node = "p:" + node
+	}
+	return fmt.Sprintf("%s %s %s %s %d %#x", f.At, f.Kind, node, f.Dur, f.Arg, f.Mask)
+}
+
+// Describe says what the fault does, for traces.
+func (f Fault) Describe(nodes int) string {
+	n := nodeName(f.Node)
+	if f.Primary {
+		n = "the primary (else " + n + ")"
+	}
+	switch f.Kind {
+	case Partition:
+		s := shapeNames[f.Arg%numShapes]
+		switch f.Arg % numShapes {
+		case shapeSplit:
+			return fmt.Sprintf("partition %s %v | rest for %s", s, maskNodes(f.Mask, nodes), f.Dur)
+		case shapeIsolate:
+			return fmt.Sprintf("partition: %s isolated for %s", n, f.Dur)
+		case shapeBridge:
+			return fmt.Sprintf("partition: %s bridges %v and the rest for %s", n, maskNodes(f.Mask, nodes), f.Dur)
+		case shapeOneWay:
+			return fmt.Sprintf("partition: %s → %s cut (one way) for %s", n, nodeName(int(f.Mask)%nodes), f.Dur)
+		}
+		return fmt.Sprintf("partition: random links cut (%#x) for %s", f.Mask, f.Dur)
+	case Loss:
+		return fmt.Sprintf("%.1f%% message loss for %s", float64(f.Arg)/10, f.Dur)
+	case Slow:
+		return fmt.Sprintf("messages delayed up to %dms for %s", f.Arg, f.Dur)
+	case Device:
+		lvl := fmt.Sprintf("level %d", f.Arg&0xf+1)
+		if f.Arg&0xf >= levels {
+			lvl = "every level"
+		}
+		return fmt.Sprintf("fence devices of %s, %s: %s for %s", n, lvl, devNames[(f.Arg>>4)%int(numDevModes)], f.Dur)
+	case Storage:
+		return fmt.Sprintf("storage %s on %s: %s for %s", stOpNames[(f.Arg&0xf)%3], n, opNames[(f.Arg>>4)%int(numOpModes)], f.Dur)
+	case Handover:
+		if f.Arg != 0 {
+			return "handover to any node"
+		}
+		return "handover to " + n
+	case Confirm:
+		return "admin confirms " + n + " is down"
+	case Standby:
+		return fmt.Sprintf("%s in standby for %s", n, f.Dur)
+	case AdminFence:
+		return "admin fences " + n
+	case Crash, Power, Shutdown:
+		if f.Dur == 0 {
+			return fmt.Sprintf("%s %s (back at the heal)", f.Kind, n)
+		}
+		return fmt.Sprintf("%s %s (back after %s)", f.Kind, n, f.Dur)
+	}
+	return fmt.Sprintf("%s %s for %s", f.Kind, n, f.Dur)
+}
+
+func maskNodes(mask uint64, nodes int) []string {
+	var s []string
+	for i := range nodes {
+		if mask&(1<<i) != 0 {
+			s = append(s, nodeName(i))
+		}
+	}
+	return s
+}
+
+// Down is a node left down when the faults heal: powered off, or its
+// daemon dead (the storage it may have started still mounted).
+type Down struct {
+	Node int
+	Off  bool
+}
+
+// Schedule fixes a whole run.
+type Schedule struct {
+	Seed    uint64 // the noise: delays, losses, timeouts, boot clocks
+	Nodes   int
+	Profile int
+	Storage bool
+	Quiet   bool    // fixed delays, no jitter (shrinking tries it)
+	PPM     []int64 // each node's clock rate error, within ±Drift
+	Faults  []Fault
+	// Heal ends the faults: the network heals, paused nodes resume, down
+	// nodes come back (but Down), devices and storage work (but the first
+	// fence level of the CalmDev nodes, whose second level works).
+	Heal    time.Duration
+	Down    []Down
+	CalmDev []int
+}
+
+// Generate derives a schedule from seed.
+func Generate(seed uint64) Schedule {
+	r := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
+	sc := Schedule{Seed: seed}
+	sc.Nodes = []int{3, 3, 3, 3, 5, 5, 5, 7}[r.IntN(8)]
+	sc.Profile = r.IntN(len(profiles))
+	sc.Storage = r.IntN(2) == 0
+	sc.Quiet = r.IntN(10) == 0
+	for range sc.Nodes {
+		ppm := r.Int64N(2*Drift+1) - Drift
+		if r.IntN(3) == 0 {
+			ppm = []int64{-Drift, Drift}[r.IntN(2)]
+		}
+		sc.PPM = append(sc.PPM, ppm)
+	}
+	lease := profiles[sc.Profile].timing.Lease
+	sc.Heal = uniform(r, 2*lease, 6*lease)
+	k := 1 + r.IntN(12)
+	for range k {
+		sc.Faults = append(sc.Faults, genFault(r, sc, lease))
+	}
+	// Broken fence devices from the start: a dead BMC is common, and a
+	// takeover that meets one is where the rules are tested hardest.
+	if r.IntN(5) < 2 {
+		sc.Faults = append(sc.Faults, Fault{Kind: Device, Node: r.IntN(sc.Nodes), Dur: sc.Heal,
+			Arg: r.IntN(2*levels) | (1+r.IntN(int(numDevModes)-1))<<4})
+	}
+	slices.SortStableFunc(sc.Faults, func(a, b Fault) int { return int(a.At - b.At) })
+	// Down nodes leave a majority even once the takeover fenced one more
+	// (the former holder): a takeover at a bare majority can cost the
+	// majority it needs (see livenessBound).
+	if spare := (sc.Nodes-1)/2 - 1; spare > 0 && r.IntN(3) == 0 {
+		down := 1 + r.IntN(spare)
+		for _, i := range r.Perm(sc.Nodes)[:down] {
+			sc.Down = append(sc.Down, Down{Node: i, Off: r.IntN(2) == 0})
+		}
+	}
+	if r.IntN(4) == 0 {
+		for i := range sc.Nodes {
+			if r.IntN(2) == 0 {
+				sc.CalmDev = append(sc.CalmDev, i)
+			}
+		}
+	}
+	return sc
+}
+
+func genFault(r *rand.Rand, sc Schedule, lease time.Duration) Fault {
+	f := Fault{At: uniform(r, lease/4, sc.Heal), Node: r.IntN(sc.Nodes)}
+	weights := []int{Partition: 20, Loss: 5, Slow: 5, Pause: 15, Crash: 14, Power: 6, Shutdown: 5, Device: 14,
+		Storage: 10, Handover: 10, Confirm: 3, Standby: 5, AdminFence: 3}
+	if !sc.Storage {
+		weights[Storage] = 0
+	}
+	total := 0
+	for _, w := range weights {
+		total += w
+	}
+	x := r.IntN(total)
+	for k, w := range weights {
+		if x < w {
+			f.Kind = Kind(k)
+			break
+		}
+		x -= w
+	}
+	switch f.Kind {
+	case Pause, Crash, Power, Shutdown, Device, Storage, Partition, Standby, AdminFence:
+		f.Primary = r.IntN(2) == 0
+	}
+	switch f.Kind {
+	case Partition:
+		f.Arg = r.IntN(numShapes)
+		f.Dur = uniform(r, lease/3, 4*lease)
+		switch f.Arg {
+		case shapeSplit, shapeBridge:
+			f.Mask = r.Uint64() & (1<<sc.Nodes - 1)
+		case shapeOneWay:
+			f.Mask = uint64((f.Node + 1 + r.IntN(sc.Nodes-1)) % sc.Nodes)
+		case shapeRandom:
+			f.Mask = r.Uint64() & r.Uint64()
+		}
+	case Loss:
+		f.Arg = 10 + r.IntN(400)
+		f.Dur = uniform(r, lease/3, 3*lease)
+	case Slow:
+		f.Arg = 5 + r.IntN(int(lease/time.Millisecond)/3)
+		f.Dur = uniform(r, lease/3, 3*lease)
+	case Pause:
+		f.Dur = uniform(r, lease/10, 3*lease)
+	case Crash, Power:
+		if r.IntN(5) > 0 {
+			f.Dur = uniform(r, lease/10, 3*lease)
+		}
+	case Shutdown:
+		f.Dur = uniform(r, lease/5, 3*lease)
+	case Device:
+		// One level, or the whole node's (a dead BMC and its PDU alike).
+		f.Arg = r.IntN(2*levels) | (1+r.IntN(int(numDevModes)-1))<<4
+		f.Dur = uniform(r, sc.Heal/4, 2*sc.Heal)
+	case Storage:
+		f.Arg = r.IntN(3) | (1+r.IntN(int(numOpModes)-1))<<4
+		f.Dur = uniform(r, lease/2, 2*sc.Heal)
+	case Handover:
+		f.Arg = r.IntN(2)
+	case Standby:
+		f.Dur = uniform(r, lease/2, 3*lease)
+	}
+	return f
+}
+
+// String is the schedule in the form Parse reads (and -sim.replay takes).
+func (sc Schedule) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed=%d nodes=%d profile=%d storage=%t quiet=%t heal=%s ppm=", sc.Seed, sc.Nodes, sc.Profile, sc.Storage, sc.Quiet, sc.Heal)
+	for i, p := range sc.PPM {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprint(&b, p)
+	}
+	b.WriteString(" down=")
+	for i, d := range sc.Down {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%s:%s", nodeName(d.Node), map[bool]string{true: "off", false: "crash"}[d.Off])
+	}
+	b.WriteString(" calmdev=")
+	for i, n := range sc.CalmDev {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(nodeName(n))
+	}
+	b.WriteString(" faults=")
+	for i, f := range sc.Faults {
+		if i > 0 {
+			b.WriteByte(';')
+		}
+		b.WriteString(strings.ReplaceAll(f.String(), " ", "/"))
+	}
+	return b.String()
+}
+
+// Parse reads a schedule written by String.
+func Parse(s string) (Schedule, error) {
+	var sc Schedule
+	for _, field := range strings.Fields(s) {
+		k, v, ok := strings.Cut(field, "=")
+		if !ok {
+			return sc, fmt.Errorf("schedule: %q: want key=value", field)
+		}
+		var err error
+		switch k {
+		case "seed":
+			sc.Seed, err = strconv.ParseUint(v, 0, 64)
+		case "nodes":
+			sc.Nodes, err = strconv.Atoi(v)
+		case "profile":
+			sc.Profile, err = strconv.Atoi(v)
+		case "storage":
+			sc.Storage, err = strconv.ParseBool(v)
+		case "quiet":
+			sc.Quiet, err = strconv.ParseBool(v)
+		case "heal":
+			sc.Heal, err = time.ParseDuration(v)
+		case "ppm":
+			for _, x := range splitList(v) {
+				var p int64
+				if p, err = strconv.ParseInt(x, 10, 64); err != nil {
+					break
+				}
+				sc.PPM = append(sc.PPM, p)
+			}
+		case "down":
+			for _, x := range splitList(v) {
+				name, how, _ := strings.Cut(x, ":")
+				var id int
+				if id, err = parseNode(name); err != nil {
+					break
+				}
+				sc.Down = append(sc.Down, Down{Node: id, Off: how == "off"})
+			}
+		case "calmdev":
+			for _, x := range splitList(v) {
+				var id int
+				if id, err = parseNode(x); err != nil {
+					break
+				}
+				sc.CalmDev = append(sc.CalmDev, id)
+			}
+		case "faults":
+			for _, x := range strings.Split(v, ";") {
+				if x == "" {
+					continue
+				}
+				var f Fault
+				if f, err = parseFault(strings.ReplaceAll(x, "/", " ")); err != nil {
+					break
+				}
+				sc.Faults = append(sc.Faults, f)
+			}
+		default:
+			err = fmt.Errorf("unknown key")
+		}
+		if err != nil {
+			return sc, fmt.Errorf("schedule: %s: %w", k, err)
+		}
+	}
+	switch {
+	case sc.Nodes < 3 || sc.Nodes > 9:
+		return sc, fmt.Errorf("schedule: nodes=%d: want 3 to 9", sc.Nodes)
+	case len(sc.PPM) != sc.Nodes:
+		return sc, fmt.Errorf("schedule: ppm: %d values for %d nodes", len(sc.PPM), sc.Nodes)
+	case sc.Profile < 0 || sc.Profile >= len(profiles):
+		return sc, fmt.Errorf("schedule: profile=%d: want 0 to %d", sc.Profile, len(profiles)-1)
+	}
+	for _, p := range sc.PPM {
+		if p < -Drift || p > Drift {
+			return sc, fmt.Errorf("schedule: ppm %d outside ±%d", p, Drift)
+		}
+	}
+	for _, f := range sc.Faults {
+		if f.Node >= sc.Nodes || f.Kind >= numKinds {
+			return sc, fmt.Errorf("schedule: fault %q: no such node or kind", f)
+		}
+	}
+	for _, d := range sc.Down {
+		if d.Node >= sc.Nodes {
+			return sc, fmt.Errorf("schedule: down: no node %s", nodeName(d.Node))
+		}
+	}
+	if len(sc.Down) > (sc.Nodes-1)/2 {
+		return sc, fmt.Errorf("schedule: down: %d nodes of %d leave no majority", len(sc.Down), sc.Nodes)
+	}
+	return sc, nil
+}
+
+func splitList(v string) []string {
+	if v == "" {
+		return nil
+	}
+	return strings.Split(v, ",")
+}
+
+func parseNode(s string) (int, error) {
+	n, err := strconv.Atoi(strings.TrimPrefix(s, "n"))
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("node %q", s)
+	}
+	return n - 1, nil
+}
+
+func parseFault(s string) (Fault, error) {
+	var f Fault
+	p := strings.Fields(s)
+	if len(p) != 6 {
+		return f, fmt.Errorf("fault %q: want 6 fields", s)
+	}
+	var err error
+	if f.At, err = time.ParseDuration(p[0]); err != nil {
+		return f, err
+	}
+	k := slices.Index(kindNames[:], p[1])
+	if k < 0 {
+		return f, fmt.Errorf("fault %q: unknown kind", s)
+	}
+	f.Kind = Kind(k)
+	node, primary := strings.CutPrefix(p[2], "p:")
+	f.Primary = primary
+	if f.Node, err = parseNode(node); err != nil {
+		return f, err
+	}
+	if f.Dur, err = time.ParseDuration(p[3]); err != nil {
+		return f, err
+	}
+	if f.Arg, err = strconv.Atoi(p[4]); err != nil {
+		return f, err
+	}
+	if f.Mask, err = strconv.ParseUint(p[5], 0, 64); err != nil {
+		return f, err
+	}
+	return f, nil
+}
