@@ -384,11 +384,11 @@ type Machine struct {
 	leaseEnd    Time // former holder's lease certainly over (Waiting)
 	grantEnd    Time // every earlier holder's lease certainly over
 	fenceFailed map[string]bool
-	expiring    bool // an Expire is under way
-	expireAt    Time // next Expire attempt after a failed one
-	bounded     bool // the majority bound was applied
+	expiring    bool            // an Expire is under way
+	expireAt    Time            // next Expire attempt after a failed one
+	bounded     bool            // the majority bound was applied
 	triedFormer map[string]bool // former holders fenced once (they vanished)
-	fenceAt     Time // next fence attempt while Blocked
+	fenceAt     Time            // next fence attempt while Blocked
 	backoff     time.Duration
 	blocked     string // why, while Blocked
 	nextRenew   Time
