@@ -362,8 +362,7 @@ func (SelfFence) action()   {}
 
 // Backoff of fence retries while blocked.
 const (
-	firstBackoff = time.Second
-	maxBackoff   = 30 * time.Second
+	firstBackoff = 250 * time.Millisecond
 	// releaseTries bounds the attempts to commit a release while leader.
 	releaseTries = 3
 )
@@ -632,13 +631,13 @@ func (m *Machine) handle(in Input, e Event) []Action {
 		m.fenceAt = in.Now.Add(m.backoff)
 		if !m.anyBlocked(in.View) {
 			m.phase = Waiting
-			m.backoff = min(m.backoff*2, maxBackoff)
+			m.backoff = min(m.backoff*2, m.maxBackoff())
 			return nil
 		}
 		m.phase = Blocked
 		m.blocked = fmt.Sprintf("every fence path failed (%s); retrying in %s; `fencectl confirm NODE --yes` overrides",
 			strings.Join(why, "; "), m.backoff)
-		m.backoff = min(m.backoff*2, maxBackoff)
+		m.backoff = min(m.backoff*2, m.maxBackoff())
 		return []Action{Record{Epoch: m.epoch, State: HolderBlocked, Reason: m.blocked}}
 	case ExpireDone:
 		if e.Epoch != m.epoch || !m.expiring {
@@ -923,6 +922,14 @@ func (m *Machine) gate(in Input) []Action {
 		Record{Epoch: m.epoch, State: HolderFencing, Reason: fmt.Sprintf("fencing %v", targets)},
 		Fence{Epoch: m.epoch, Targets: targets, Reason: fmt.Sprintf("takeover by %s at epoch %d", m.cfg.Self, m.epoch)},
 	}
+}
+
+// maxBackoff caps the pause between fence attempts while blocked: a third
+// of the lease (at least a quarter second), so a device that comes back
+// (a BMC rebooted, a switch port fixed) is used within about a second at
+// default timings. Each attempt is bounded by the devices' own timeouts.
+func (m *Machine) maxBackoff() time.Duration {
+	return min(max(m.cfg.Timing.Lease/3, 250*time.Millisecond), 30*time.Second)
 }
 
 // formers lists the former holders whose leases may still run, this node
