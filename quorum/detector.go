@@ -226,7 +226,6 @@ func (d *Detector) confirm(leader string, rank int) (agree, asked int) {
 	body, _ := json.Marshal(silenceReq{Leader: leader, Rank: rank})
 	ctx, cancel := context.WithTimeout(context.Background(), max(d.opts.Detect/4, 20*time.Millisecond))
 	defer cancel()
-	type answer struct{ silent bool }
 	var peers []string
 	for _, p := range d.m.opts.Peers {
 		if p.Name != d.r.self && p.Name != leader {

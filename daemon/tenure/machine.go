@@ -873,7 +873,7 @@ func (m *Machine) gate(in Input) []Action {
 	// lease certainly ending (storage that checks tokens) or by the
 	// watchdog it advertised. Otherwise only an admin's confirmation helps.
 	due := map[string]string{}
-	var stuck, waiting []string
+	var stuck []string
 	for _, n := range pending {
 		if m.cfg.Fenceable[n] && !m.fenceFailed[n] {
 			continue // its fence comes first
@@ -883,7 +883,7 @@ func (m *Machine) gate(in Input) []Action {
 		case ok && in.Now >= at && in.Now >= m.expireAt:
 			due[n] = kind
 		case ok:
-			waiting = append(waiting, n)
+			// its lease (and watchdog) not certainly over yet: wait
 		case !m.cfg.Fenceable[n]:
 			stuck = append(stuck, n)
 		}
