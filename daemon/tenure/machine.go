@@ -382,6 +382,7 @@ type Machine struct {
 	actingUntil Time
 	leaseEnd    Time // former holder's lease certainly over (Waiting)
 	grantEnd    Time // every earlier holder's lease certainly over
+	vanishAt    Time // a former that has not released by then is fenced
 	fenceFailed map[string]bool
 	expiring    bool            // an Expire is under way
 	expireAt    Time            // next Expire attempt after a failed one
@@ -500,7 +501,7 @@ func (m *Machine) Wake(now Time) Time {
 		}
 		switch m.phase {
 		case Waiting, Blocked:
-			at(m.leaseEnd, m.grantEnd, m.fenceAt, m.expireAt)
+			at(m.leaseEnd, m.grantEnd, m.vanishAt, m.fenceAt, m.expireAt)
 			for _, n := range m.pending(m.lastView) {
 				if e, _, ok := m.expiry(n, m.lastView); ok {
 					at(e)
@@ -584,6 +585,7 @@ func (m *Machine) handle(in Input, e Event) []Action {
 		// majority's answers may bound it sooner.
 		m.leaseEnd = t.SuccessorWait(in.Now)
 		m.grantEnd = m.leaseEnd
+		m.vanishAt = in.Now.Add(min(t.Heartbeat, t.Lease/4))
 		m.fenceFailed, m.expiring, m.expireAt = map[string]bool{}, false, 0
 		m.bounded, m.triedFormer = false, map[string]bool{}
 		m.backoff, m.fenceAt, m.blocked = firstBackoff, 0, ""
@@ -855,10 +857,13 @@ func (m *Machine) gate(in Input) []Action {
 	// it has fence devices, once per tenure, even if it never ran the
 	// storage: a node that disappears uncleanly is fenced, and a confirmed
 	// fence also ends the wait for its lease early. If that fence fails,
-	// its lease still runs out and the takeover goes on.
+	// its lease still runs out and the takeover goes on. It is given a
+	// moment first (vanishAt): a former that is alive and merely lost
+	// leadership releases within it, and is then not powered off (which,
+	// with a bare majority up, would cost the cluster its majority).
 	var vanished []string
 	for _, f := range formers {
-		if !slices.Contains(pending, f) && !m.triedFormer[f] && m.cfg.Fenceable[f] {
+		if !slices.Contains(pending, f) && !m.triedFormer[f] && m.cfg.Fenceable[f] && in.Now < m.formerEnd(f, v) {
 			vanished = append(vanished, f)
 		}
 	}
@@ -907,7 +912,11 @@ func (m *Machine) gate(in Input) []Action {
 			targets = append(targets, n)
 		}
 	}
-	targets = append(targets, vanished...)
+	if in.Now >= m.vanishAt {
+		targets = append(targets, vanished...)
+	} else {
+		vanished = nil
+	}
 	if len(targets) == 0 || in.Now < m.fenceAt {
 		if m.phase == Blocked && !m.anyBlocked(v) {
 			m.phase = Waiting // confirmations arrived, or only waits are left

@@ -216,8 +216,14 @@ func TestBoundShortensTheWait(t *testing.T) {
 
 func TestVanishedFormerIsFencedOnceAndFailureDoesNotBlock(t *testing.T) {
 	r := newRig(t, nil)
-	acts := r.grant(2, Grant{LeaseOf: "b"})
-	r.want(acts, Fencing, AskBound{}, Record{}, Fence{})
+	r.want(r.grant(2, Grant{LeaseOf: "b"}), Waiting, AskBound{})
+	// It is given a moment to release (it may merely have lost
+	// leadership); then it is fenced.
+	r.now = r.m.vanishAt - 1
+	r.want(r.step(nil), Waiting)
+	r.now = r.m.vanishAt
+	acts := r.step(nil)
+	r.want(acts, Fencing, Record{}, Fence{})
 	if f := find[Fence](t, acts); !reflect.DeepEqual(f.Targets, []string{"b"}) {
 		t.Fatal(f.Targets)
 	}
@@ -226,6 +232,16 @@ func TestVanishedFormerIsFencedOnceAndFailureDoesNotBlock(t *testing.T) {
 	r.want(r.step(FenceDone{Epoch: 2, Failed: map[string]string{"b": "BMC unreachable"}}), Waiting)
 	r.advance(testTiming.Heartbeat / 2)
 	r.want(r.step(nil), Waiting) // not fenced again
+}
+
+func TestFormerThatReleasesIsNotFenced(t *testing.T) {
+	r := newRig(t, nil)
+	r.want(r.grant(2, Grant{LeaseOf: "b"}), Waiting, AskBound{})
+	// b lost leadership but is alive: its release arrives within the
+	// moment it is given.
+	r.advance(100 * time.Millisecond)
+	r.view.LeaseOf = ""
+	r.want(r.step(nil), Serving, Record{})
 }
 
 func TestConfirmedFenceOfFormerEndsTheWait(t *testing.T) {
@@ -724,7 +740,7 @@ func TestFailingTransfersDoNotKeepOffPrimacyForever(t *testing.T) {
 func TestReleaseStopsStorageTheStateSaysMayRunHere(t *testing.T) {
 	r := newRig(t, func(c *Config) { c.Storage = true })
 	r.view.Unconfirmed["a"] = 1 // mounted at epoch 1, by the process before this one
-	r.want(r.grant(4, Grant{LeaseOf: "b"}), Fencing, AskBound{}, Record{}, Fence{})
+	r.want(r.grant(4, Grant{LeaseOf: "b"}), Waiting, AskBound{})
 	r.want(r.step(HandoverAsked{}), Demoting, Cancel{}, Stop{})
 	r.want(r.step(StopDone{Epoch: 4}), Releasing, Release{})
 
@@ -743,12 +759,14 @@ func TestReleaseStopsStorageTheStateSaysMayRunHere(t *testing.T) {
 func TestOlderFormersAreWaitedOutToo(t *testing.T) {
 	r := newRig(t, nil)
 	r.view.Formers = map[string]uint64{"b": 1, "c": 2}
-	acts := r.grant(3, Grant{LeaseOf: "c"})
-	r.want(acts, Fencing, AskBound{}, Record{}, Fence{})
+	r.want(r.grant(3, Grant{LeaseOf: "c"}), Waiting, AskBound{})
+	granted := r.now
+	r.now = r.m.vanishAt
+	acts := r.step(nil)
+	r.want(acts, Fencing, Record{}, Fence{})
 	if f := find[Fence](t, acts); !reflect.DeepEqual(f.Targets, []string{"b", "c"}) {
 		t.Fatalf("fences %v, want both formers", f.Targets)
 	}
-	granted := r.now
 	// c is fenced and dropped from the state; b's fence failed: b's lease
 	// is still waited out, from this grant.
 	r.view.LeaseOf = ""
