@@ -115,7 +115,7 @@ func TestRefusalsRateLimited(t *testing.T) {
 		t.Errorf("counts %v, want %d each", perKind, n/2)
 	}
 	// Two kinds, each: a line at once, one per interval, one at close.
-	if limit := 2 * (int(elapsed/r.every) + 2); len(recs) > limit {
+	if limit := 2 * (int((elapsed+r.every-1)/r.every) + 2); len(recs) > limit {
 		t.Errorf("%d lines for %d refusals in %s, want at most %d", len(recs), n, elapsed, limit)
 	}
 	t.Logf("%d refusals in %s: %d lines", n, elapsed.Round(time.Millisecond), len(recs))

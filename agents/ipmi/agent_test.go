@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -287,14 +288,17 @@ func TestUnreachableIsUnknown(t *testing.T) {
 // Silence after the off command was sent: the outcome is unknown, never
 // failed (the node may be off) and never success.
 func TestSilentAfterOffIsUnknown(t *testing.T) {
-	var bmc *ipmisim.BMC
+	// The callback runs on the simulator's goroutine: hand it the BMC
+	// through an atomic (a socket between them is no happens-before edge).
+	var self atomic.Pointer[ipmisim.BMC]
 	bmc, err := ipmisim.StartBMC(ipmisim.BMCConfig{PoweredOn: true, OnPowerOff: func() error {
-		bmc.SetSilent(true) // the BMC reset itself while powering off
+		self.Load().SetSilent(true) // the BMC reset itself while powering off
 		return nil
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	self.Store(bmc)
 	defer bmc.Close()
 	p := simParams(bmc.Host(), bmc.Port(), "17")
 	p["command_timeout"] = "0.2"
