@@ -25,6 +25,10 @@ type Meta struct {
 	Storage string `json:"s"`           // stopped, starting, running, stopping, failed
 	Version string `json:"v"`           // fenced version
 	Raft    string `json:"f,omitempty"` // raft state: leader, follower, candidate
+	// Config is the fingerprint of this node's cluster-wide configuration
+	// (16 hex digits, see FingerprintOf); its per-key hashes are asked for
+	// by a call. Kept short: memberlist carries at most 512 bytes of meta.
+	Config string `json:"c,omitempty"`
 }
 
 // Member is one configured node as this node sees it through gossip.
