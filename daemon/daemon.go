@@ -91,8 +91,8 @@ type Daemon struct {
 	cw       configWatch
 	alerts   *alerts.Manager
 	self     string
-	log  *slog.Logger
-	opts Options
+	log      *slog.Logger
+	opts     Options
 
 	raft     *quorum.Raft
 	members  *quorum.Membership

@@ -177,7 +177,7 @@ func TestAlertSNMPSample(t *testing.T) {
 		TimestampFormat: "%Y-%m-%d,%H:%M:%S.%01N",
 		Params: map[string]string{"trap_snmp_persistent_dir": dir, "trap_community": "fenced-test",
 			"MIBDIRS": "/usr/share/snmp/mibs:" + mibs, "trap_add_hires_timestamp_oid": "false"},
-		Recipients:      []Recipient{{Value: pc.LocalAddr().String()}}}})
+		Recipients: []Recipient{{Value: pc.LocalAddr().String()}}}})
 	runAll(t, m, []Event{every[2], every[5], every[9]})
 	got := map[string]bool{}
 	buf := make([]byte, 65536)
