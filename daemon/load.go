@@ -101,10 +101,13 @@ func checkConfig(path string, reg *agents.Registry, selectNode func(*config.Conf
 }
 
 // checkFiles reports, each at its line, every file the configuration names
-// that cannot be read here: gossip.key_file (which must hold a key), every
-// NAME_file parameter of a device or a node's fence topology (passwords,
-// communities, CA files), and the storage's and resources' hook programs
-// (which must be executable). A witness uses none but the key.
+// that cannot be read here: gossip.key_file (which must hold a key), the
+// files of device parameters that are read from a file — a secret's
+// NAME_file (password_file, community_file, hexadecimal_kg_file, …) and
+// ca_file — in a device or a node's fence topology, and the storage's,
+// resources' and alerts' programs (which must be executable). Other NAME_file
+// parameters of plugin agents may name files the agent writes. A witness
+// uses none but the key.
 func checkFiles(cfg *config.Config, witness bool) config.Problems {
 	var ps config.Problems
 	add := func(path, msg string) { ps = append(ps, cfg.Problem(path, "%s", msg)) }
@@ -129,7 +132,7 @@ func checkFiles(cfg *config.Config, witness bool) config.Problems {
 	}
 	params := func(prefix string, p map[string]string) {
 		for _, k := range slices.Sorted(maps.Keys(p)) {
-			if strings.HasSuffix(k, "_file") && p[k] != "" {
+			if strings.HasSuffix(k, "_file") && (config.SecretParam(k) || k == "ca_file") && p[k] != "" {
 				readable(prefix+".params."+k, p[k])
 			}
 		}
