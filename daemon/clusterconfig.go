@@ -335,9 +335,10 @@ func (d *Daemon) answerConfigKeys() ([]byte, error) {
 }
 
 // quorumStep raises the quorum alerts: lost when, after this node once had
-// quorum, it has known no leader or seen fewer than a majority of the
-// configured nodes for longer than a lease (an election alone does not
-// alert); regained when both are back.
+// quorum, it has seen fewer than a majority of the configured nodes for
+// longer than a lease, or known no leader for longer than three (a
+// failover's election takes about one: it is alerted by its fence and its
+// new primary, not as a loss of quorum); regained when both are back.
 func (d *Daemon) quorumStep(now time.Time) {
 	cw := &d.cw
 	alive := 0
@@ -359,7 +360,7 @@ func (d *Daemon) quorumStep(now time.Time) {
 	case !cw.quorumHad || cw.quorumLost:
 	case cw.quorumLostAt.IsZero():
 		cw.quorumLostAt = now
-	case now.Sub(cw.quorumLostAt) > d.cfg.Timing.Lease.D():
+	case now.Sub(cw.quorumLostAt) > d.cfg.Timing.Lease.D() && (alive < need || now.Sub(cw.quorumLostAt) > 3*d.cfg.Timing.Lease.D()):
 		cw.quorumLost = true
 		why := fmt.Sprintf("lost: %d of %d configured nodes seen, %d needed", alive, len(d.cfg.Nodes), need)
 		if d.raft.Leader() == "" {

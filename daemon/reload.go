@@ -72,11 +72,12 @@ func (d *Daemon) Reload(ctx context.Context) (api.ReloadReply, error) {
 	}
 	running := d.config()
 	changed := config.LiveChanges(running, next)
-	// What cannot change is the running configuration's (equal to the
-	// file's but for what start adjusted: the storage's monitor interval).
+	// The fingerprint is the file's, as at start; what cannot change is
+	// then the running configuration's (equal to the file's but for what
+	// start adjusted: the storage's monitor interval).
+	d.setOwnConfig(next)
 	next.Storage, next.Resources = running.Storage, running.Resources
 	d.live.Store(next)
-	d.setOwnConfig(next)
 	d.SetMetaNow()
 	d.health.Reconfigure(ctx, d.deviceWatchList(next))
 	d.alerts.Configure(next.AlertAgents())
