@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -380,7 +381,7 @@ func (d *Daemon) configStatus(nodes []api.NodeStatus) *api.ConfigStatus {
 	cw.mu.Lock()
 	cs.Warning = cw.noEligible
 	cs.LastReload = cw.lastReload
-	remote := cw.remote
+	remote := maps.Clone(cw.remote)
 	selfReason := cw.selfReason
 	cw.mu.Unlock()
 	if committed == nil {

@@ -98,6 +98,9 @@ func (d *Daemon) Reload(ctx context.Context) (api.ReloadReply, error) {
 	return reply, nil
 }
 
+// ConfigFile is the configuration file the daemon runs (and reloads).
+func (d *Daemon) ConfigFile() string { return d.cfg.File() }
+
 func (d *Daemon) setLastReload(r *api.ReloadInfo) {
 	d.cw.mu.Lock()
 	d.cw.lastReload = r

@@ -286,3 +286,14 @@ func TestFormatTimestamp(t *testing.T) {
 		}
 	}
 }
+
+// Urgent (the self-fence) starts the runs at once, without Run.
+func TestAlertUrgent(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "alerts.log")
+	m := New(Options{Self: "node1"}, []Agent{{Name: "file", Path: sample(t, "alert_file.sh.sample"), Recipients: []Recipient{{Value: out}}}})
+	m.Urgent(every[len(every)-1])
+	waitFor(t, "the self-fence line", 5*time.Second, func() bool { return len(lines(out)) == 1 })
+	if l := lines(out)[0]; !strings.Contains(l, "Fencing Operation self-fence of node1 by node1: stop timed out") {
+		t.Errorf("self-fence alert: %q", l)
+	}
+}
