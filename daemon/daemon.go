@@ -152,6 +152,10 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 	d.base = &base
 	d.live.Store(cfg)
 	d.setOwnConfig(cfg)
+	// Not eligible before its configuration was compared with the
+	// cluster's (configLoop's first step, at Run).
+	d.cw.selfReason = "configuration not compared with the cluster's yet"
+	d.ineligible["config"] = d.cw.selfReason
 	d.lastBeat.Store(int64(d.started))
 	d.view.Store(&tenureView{role: RoleSecondary, storage: tenure.StorageStopped})
 	if opts.SelfFence == nil {

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"os"
+	"io"
+	"net/http"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -66,7 +69,9 @@ func fence(t *testing.T, via *devcluster.Node, target string) stonith.Record {
 // change of the node list is refused as needing a restart.
 func TestLiveReload(t *testing.T) {
 	agent, dir := testAgent(t), t.TempDir()
+	metrics := metricAddrs(t, 3)
 	c := startCluster(t, devcluster.Options{Nodes: 3, BMC: true,
+		NodeConfig: func(i int, cfg *config.Config) { cfg.Metrics.Listen = metrics[i] },
 		Configure: func(cfg *config.Config) {
 			for name, d := range cfg.Devices {
 				d.MonitorInterval = config.Duration(monitorEvery)
@@ -143,6 +148,23 @@ func TestLiveReload(t *testing.T) {
 	}
 	waitUntil(t, a.Name+" powered off", 10*time.Second, func() bool { return !a.Running() })
 
+	// Every node's metrics (issue 15): build, raft, storage, the last
+	// fence of each node from the replicated history, device health, the
+	// configuration.
+	for _, n := range []*devcluster.Node{p, b} {
+		body := metricsBody(t, metrics[n.Index])
+		for _, re := range []string{`(?m)^fenced_build_info\{goversion="go[^"]+",revision="[^"]*",version="[^"]+"\} 1$`,
+			`(?m)^fenced_raft_term [1-9]`, `(?m)^fenced_raft_leader\{leader="node\d"\} 1$`, `(?m)^fenced_raft_state\{state="(leader|follower)"\} 1$`,
+			`(?m)^fenced_storage_state\{state="(stopped|running)"\} 1$`,
+			`(?m)^fenced_last_fence_timestamp_seconds\{outcome="success",target="` + a.Name + `"\} 1\.[0-9e+.]+$`,
+			`(?m)^fenced_last_fence_timestamp_seconds\{outcome="success",target="` + b.Name + `"\} `,
+			`(?m)^fenced_device_healthy\{device="(b-plug|` + p.Name + `-bmc)"\} `, `(?m)^fenced_config_match 1$`, `(?m)^fenced_device_monitor_devices [1-9]`} {
+			if !regexp.MustCompile(re).MatchString(body) {
+				t.Errorf("%s's metrics lack %s", n.Name, re)
+			}
+		}
+	}
+
 	// A file with a problem is refused at its line; the running
 	// configuration stays.
 	good, _ := os.ReadFile(p.Config)
@@ -179,4 +201,15 @@ func TestLiveReload(t *testing.T) {
 	if r, err := reload(t, p); err != nil || len(r.Changed) != 0 || !r.Match {
 		t.Errorf("reload of the unchanged file: %+v %v", r, err)
 	}
+}
+
+func metricsBody(t *testing.T, addr string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }
