@@ -3,9 +3,9 @@ package daemon_test
 import (
 	"context"
 	"errors"
-	"os"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
