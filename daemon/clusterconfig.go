@@ -460,10 +460,7 @@ func (d *Daemon) configAcceptLocal(ctx context.Context, req AdminRequest) (json.
 			return nil, fmt.Errorf("%s answered a malformed configuration fingerprint", req.Node)
 		}
 	}
-	var ads []advert
-	for _, a := range d.adverts() {
-		ads = append(ads, a)
-	}
+	ads := d.adverts()
 	eligible := false
 	for _, a := range ads {
 		if a.alive && !a.witness && !a.standby && (a.hash == keys.Hash || a.node == req.Node) {
