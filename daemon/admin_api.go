@@ -50,7 +50,7 @@ func (d *Daemon) adminRoutes(mux *http.ServeMux) {
 	})
 	mux.HandleFunc("GET /v1/devices/{name}/status", func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
-		dev, ok := d.cfg.Devices[name]
+		dev, ok := d.config().Devices[name]
 		if !ok {
 			writeError(w, http.StatusNotFound, api.CodeNotFound, fmt.Errorf("unknown device %q", name))
 			return
@@ -103,9 +103,10 @@ func (e *userError) ErrorKind() string { return api.CodeRefused }
 
 func (d *Daemon) devices() []api.Device {
 	out := []api.Device{}
-	for name, dev := range d.cfg.Devices {
+	cfg := d.config()
+	for name, dev := range cfg.Devices {
 		dv := api.Device{Name: name, Agent: dev.Agent, Targets: []string{}, Health: d.deviceHealth(name)}
-		for _, n := range d.cfg.Nodes {
+		for _, n := range cfg.Nodes {
 			for li, l := range n.Fence {
 				for _, ref := range l.Devices {
 					if ref.Device == name {
@@ -129,8 +130,9 @@ func (d *Daemon) devices() []api.Device {
 func (d *Daemon) deviceStatus(ctx context.Context, name, agent string) api.DeviceStatus {
 	ds := api.DeviceStatus{SchemaVersion: SchemaVersion, Device: name, Agent: agent, Monitor: "ok", Targets: []api.TargetStatus{}}
 	monitored := false
-	for _, n := range d.cfg.Nodes {
-		for _, lvl := range topology(d.cfg, n.Name) {
+	cfg := d.config()
+	for _, n := range cfg.Nodes {
+		for _, lvl := range topology(cfg, n.Name) {
 			for _, t := range lvl.Devices {
 				if t.Device != name {
 					continue

@@ -220,7 +220,7 @@ type (
 
 // kindOf is a node's configured role: data or witness.
 func (d *Daemon) kindOf(name string) string {
-	if n, ok := d.cfg.NodeByName(name); ok && n.Witness() {
+	if n, ok := d.config().NodeByName(name); ok && n.Witness() {
 		return config.RoleWitness
 	}
 	return config.RoleData
@@ -234,7 +234,8 @@ func (d *Daemon) StatusNow() Status {
 	seen := 0
 	for _, m := range members {
 		ns := api.NodeStatus{Name: m.Name, Kind: d.kindOf(m.Name), Address: m.Addr, Gossip: m.State, Raft: m.Meta.Raft, Role: m.Meta.Role,
-			Epoch: m.Meta.Epoch, Storage: m.Meta.Storage, Version: m.Meta.Version, RTTMillis: float64(m.RTT.Microseconds()) / 1000}
+			Epoch: m.Meta.Epoch, Storage: m.Meta.Storage, Version: m.Meta.Version, RTTMillis: float64(m.RTT.Microseconds()) / 1000,
+			Config: m.Meta.Config}
 		if !m.Contact.IsZero() {
 			c := m.Contact.UTC().Truncate(time.Millisecond)
 			ns.LastContact = &c
@@ -242,7 +243,7 @@ func (d *Daemon) StatusNow() Status {
 		if m.State == "alive" || m.State == "suspect" {
 			seen++
 		} else {
-			ns.Raft, ns.Role = "", ""
+			ns.Raft, ns.Role, ns.Config = "", "", ""
 		}
 		s.Nodes = append(s.Nodes, ns)
 	}
@@ -254,6 +255,7 @@ func (d *Daemon) StatusNow() Status {
 		LeaseLeftSec: d.LeaseLeft().Seconds(), Storage: d.Storage(), Raft: d.raft.RaftState(), Term: d.raft.Term(),
 		Standby: st.Standby[d.self], Ineligible: d.Ineligible()}
 	s.FencePaths = d.fencePaths()
+	s.Config = d.configStatus(s.Nodes)
 	return s
 }
 
@@ -277,6 +279,7 @@ func (d *Daemon) apiHandler() http.Handler {
 		writeJSON(w, http.StatusOK, api.VersionInfo{SchemaVersion: SchemaVersion, Node: d.self, Version: api.Version, Go: runtime.Version()})
 	})
 	d.adminRoutes(mux)
+	d.configRoutes(mux)
 	d.resourceRoutes(mux)
 	// Profiles for diagnosing a slow or busy daemon, on the local socket only.
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)

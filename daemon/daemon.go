@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/memberlist"
 
 	"github.com/fenced/fenced/agents"
+	"github.com/fenced/fenced/daemon/alerts"
 	"github.com/fenced/fenced/daemon/api"
 	"github.com/fenced/fenced/daemon/config"
 	"github.com/fenced/fenced/daemon/health"
@@ -75,10 +76,23 @@ type Options struct {
 
 // Daemon is one fenced node.
 type Daemon struct {
-	cfg  *config.Config
-	self string
-	log  *slog.Logger
-	opts Options
+	// cfg is the configuration the daemon started with. Read from it only
+	// what a reload cannot change (config.RestartNeeded: the node list and
+	// addresses, timing, storage, paths); what can (devices, fence
+	// topologies, alerts) is read from config(), the current one.
+	cfg *config.Config
+	// base is cfg as loaded (cfg's storage monitor interval is adjusted to
+	// the resource group's): what a reload is compared with.
+	base *config.Config
+	live atomic.Pointer[config.Config]
+	// own is the fingerprint of this node's cluster-wide configuration.
+	own      atomic.Pointer[ownConfig]
+	reloadMu sync.Mutex // one reload at a time
+	cw       configWatch
+	alerts   *alerts.Manager
+	self     string
+	log      *slog.Logger
+	opts     Options
 
 	raft     *quorum.Raft
 	members  *quorum.Membership
@@ -116,6 +130,7 @@ type Daemon struct {
 	metricsLn  net.Listener
 	metricsSrv *http.Server
 	health     *health.Monitor   // fence device checks (devicehealth.go)
+	devAlerts  deviceAlerts      // alerts of device health changes (alerting.go)
 	unfence    *unfence.Unfencer // unfencing at start (unfencing.go)
 
 	lastBeat   atomic.Int64  // quorum.Mono of the main loop's last progress
@@ -133,10 +148,25 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 		events: make(chan tenure.Event, 16), writes: make(chan func(), 64), loopDone: make(chan struct{}),
 		nudge: make(chan struct{}, 1), ineligible: map[string]string{}}
 	d.hardCtx, d.hardCancel = context.WithCancel(context.Background())
+	base := *cfg
+	d.base = &base
+	d.live.Store(cfg)
+	d.setOwnConfig(cfg)
+	// Not eligible before its configuration was compared with the
+	// cluster's (configLoop's first step, at Run).
+	d.cw.selfReason = "configuration not compared with the cluster's yet"
+	d.ineligible["config"] = d.cw.selfReason
 	d.lastBeat.Store(int64(d.started))
 	d.view.Store(&tenureView{role: RoleSecondary, storage: tenure.StorageStopped})
 	if opts.SelfFence == nil {
 		d.opts.SelfFence = func(reason string) { selfFence(cfg.Watchdog.Device, d.abandonWatchdog(), d.log, reason) }
+	}
+	d.alerts = newAlerts(d)
+	reset := d.opts.SelfFence
+	d.opts.SelfFence = func(reason string) {
+		// Started, not waited for: the reset must not wait for an alert.
+		d.alertSelfFence(reason)
+		reset(reason)
 	}
 	peers := peersOf(cfg)
 	// The cluster key encrypts gossip and roots raft's mutual TLS.
@@ -269,6 +299,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.group.Go(func() { d.metaLoop(d.loopDone) })
 	d.group.Go(func() { d.health.Run(d.hardCtx) })
 	d.group.Go(func() { d.unfence.Run(d.hardCtx) })
+	d.group.Go(func() { d.alerts.Run(d.hardCtx) })
+	d.group.Go(func() { d.configLoop(d.loopDone) })
 	if d.metricsSrv != nil {
 		d.group.Go(func() {
 			if err := d.metricsSrv.Serve(d.metricsLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -337,6 +369,10 @@ func (d *Daemon) Close() error {
 	return errors.Join(errs...)
 }
 
+// config is the configuration in force: the one loaded at start, or
+// since the last reload.
+func (d *Daemon) config() *config.Config { return d.live.Load() }
+
 // Name is this node's name.
 func (d *Daemon) Name() string { return d.self }
 
@@ -378,7 +414,7 @@ func (d *Daemon) Epoch() uint64 { return d.view.Load().epoch }
 func (d *Daemon) KnownEpoch() uint64 { return d.raft.FSM().View().Epoch }
 
 func (d *Daemon) meta() quorum.Meta {
-	m := quorum.Meta{Role: d.Role(), Storage: d.Storage(), Version: api.Version}
+	m := quorum.Meta{Role: d.Role(), Storage: d.Storage(), Version: api.Version, Config: d.own.Load().hash}
 	if d.raft != nil {
 		m.Epoch = d.raft.FSM().View().Epoch
 		m.Raft = d.raft.RaftState()

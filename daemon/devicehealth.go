@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/fenced/fenced/daemon/api"
+	"github.com/fenced/fenced/daemon/config"
 	"github.com/fenced/fenced/daemon/health"
 )
 
@@ -12,26 +13,34 @@ import (
 // first such mapping (parameters and plug of the first node it fences, in
 // configuration order), every devices.NAME.monitor_interval.
 func newDeviceMonitor(d *Daemon) *health.Monitor {
+	return health.New(health.Options{
+		Self: d.self, Devices: d.deviceWatchList(d.cfg), Check: d.engine.Monitor, Logger: d.log.With("component", "health"),
+		DefaultTimeout: d.cfg.Timing.FenceTimeout.D(), Observe: func(h health.Health) {
+			d.metrics.deviceChecked(h)
+			d.devAlerts.observe(d, h)
+		},
+	})
+}
+
+// deviceWatchList is what this node checks under cfg (see newDeviceMonitor).
+func (d *Daemon) deviceWatchList(cfg *config.Config) []health.Device {
 	var devs []health.Device
 	seen := map[string]bool{}
-	for _, n := range d.cfg.Nodes {
+	for _, n := range cfg.Nodes {
 		if n.Name == d.self {
 			continue
 		}
-		for _, lvl := range topology(d.cfg, n.Name) {
+		for _, lvl := range topology(cfg, n.Name) {
 			for _, t := range lvl.Devices {
 				if seen[t.Device] {
 					continue
 				}
 				seen[t.Device] = true
-				devs = append(devs, health.Device{Name: t.Device, Target: t, Interval: d.cfg.Devices[t.Device].DeviceMonitorInterval()})
+				devs = append(devs, health.Device{Name: t.Device, Target: t, Interval: cfg.Devices[t.Device].DeviceMonitorInterval()})
 			}
 		}
 	}
-	return health.New(health.Options{
-		Self: d.self, Devices: devs, Check: d.engine.Monitor, Logger: d.log.With("component", "health"),
-		DefaultTimeout: d.cfg.Timing.FenceTimeout.D(), Observe: d.metrics.deviceChecked,
-	})
+	return devs
 }
 
 // deviceHealth is the API's form of a device's health on this node.
@@ -52,8 +61,9 @@ func (d *Daemon) deviceHealth(name string) api.DeviceHealth {
 // fencePaths says for every configured node whether this node's checks
 // find a working fence path to it.
 func (d *Daemon) fencePaths() []api.FencePath {
-	out := make([]api.FencePath, 0, len(d.cfg.Nodes))
-	for _, n := range d.cfg.Nodes {
+	cfg := d.config()
+	out := make([]api.FencePath, 0, len(cfg.Nodes))
+	for _, n := range cfg.Nodes {
 		levels := make([][]string, len(n.Fence))
 		first := map[string]int{}
 		for i, l := range n.Fence {

@@ -44,7 +44,7 @@ func viewOf(v quorum.View) tenure.View {
 func (d *Daemon) now() tenure.Time { return tenure.Time(quorum.Now()) }
 
 func (d *Daemon) machineConfig() tenure.Config {
-	cfg := d.cfg
+	cfg := d.config()
 	fenceable, watchdog := map[string]bool{}, map[string]bool{}
 	for _, n := range cfg.Nodes {
 		fenceable[n.Name] = len(topology(cfg, n.Name)) > 0
@@ -102,8 +102,6 @@ func (d *Daemon) Ineligible() string {
 
 // reconfigureTenure hands the tenure machine the configuration as it now
 // stands (after a live reload; the timing never changes live).
-//
-//lint:ignore U1000 the live reload calls it
 func (d *Daemon) reconfigureTenure() { d.post(tenure.Reconfigured{Config: d.machineConfig()}) }
 
 // handOff asks this node to hand primacy over gracefully: release the
@@ -178,6 +176,7 @@ func (d *Daemon) publish(m *tenure.Machine, before tenure.Phase) {
 	old := d.view.Swap(v)
 	if after := v.phase; after != before {
 		d.watchdogAfter(before, after)
+		d.alertPhase(before, after, v)
 		log := d.log.With("epoch", m.Epoch())
 		if before == tenure.Acquiring && after != tenure.Secondary {
 			d.grantedAt = d.now()

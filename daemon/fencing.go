@@ -65,7 +65,7 @@ func (f *engineFencer) Fence(ctx context.Context, target, reason string, epoch u
 func (f *engineFencer) run(ctx context.Context, req stonith.Request) stonith.Record {
 	d := f.d
 	req.Executor = d.self
-	req.Topology = topology(d.cfg, req.Target)
+	req.Topology = topology(d.config(), req.Target)
 	if req.Epoch == 0 {
 		req.Epoch = d.raft.FSM().State().Epoch
 	}
@@ -91,6 +91,7 @@ func (f *engineFencer) run(ctx context.Context, req stonith.Request) stonith.Rec
 		}
 	}
 	d.metrics.fenceStarted()
+	d.alertFenceStarted(req)
 	rec := f.engine.Fence(ctx, req)
 	d.metrics.fenceDone(rec)
 	// The result must be committed before anyone acts on it; retry while
@@ -110,6 +111,7 @@ func (f *engineFencer) run(ctx context.Context, req stonith.Request) stonith.Rec
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	d.alertFenceDone(rec)
 	return rec
 }
 
@@ -213,7 +215,7 @@ func (d *Daemon) adminLocal(ctx context.Context, method string, req AdminRequest
 		case req.Action != "" && req.Action != stonith.ActionOff:
 			return nil, &userError{fmt.Errorf("action %q: want off or reboot", req.Action)}
 		}
-		if len(topology(d.cfg, req.Node)) == 0 {
+		if len(topology(d.config(), req.Node)) == 0 {
 			return nil, &userError{fmt.Errorf("node %s has no fence devices configured", req.Node)}
 		}
 		rec := d.fencer.run(ctx, stonith.Request{Target: req.Node, Action: action, Reason: req.Reason, RequestedBy: req.RequestedBy})

@@ -59,6 +59,14 @@ func (d *Daemon) forwarded(ctx context.Context, from, method string, body []byte
 		return d.answerContact(body)
 	case fwdCommit:
 		return d.answerCommit()
+	case fwdConfigKeys:
+		return d.answerConfigKeys()
+	case fwdConfigAccept:
+		req, err := api.DecodeAdminRequest(body)
+		if err != nil {
+			return nil, &userError{fmt.Errorf("forwarded %s from %s: %w", method, from, err)}
+		}
+		return d.configAcceptLocal(ctx, req)
 	case fwdFence, fwdUnfence, fwdConfirm, fwdStandby, fwdTransfer:
 		// The same checks as the local API's: a forwarded reason is
 		// cleaned and bounded before it is logged or committed.

@@ -120,7 +120,7 @@ func TestAgentProblemsHaveLines(t *testing.T) {
 	if !errors.As(err, &ps) || len(ps) != 1 {
 		t.Fatalf("want one problem, got %v", err)
 	}
-	if ps[0].Line != 14 || !strings.Contains(ps[0].Msg, "community_file") {
+	if ps[0].Line != 14 || !strings.Contains(ps[0].String(), "community_file") {
 		t.Errorf("problem %q: want line 14 (community_file)", ps[0])
 	}
 }

@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"net/http"
+	"runtime"
+	"runtime/debug"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,6 +27,8 @@ type metrics struct {
 	blocked  prometheus.Counter
 	checks   *prometheus.CounterVec
 	inflight prometheus.Gauge
+	alerts   *prometheus.CounterVec
+	dropped  prometheus.Counter
 }
 
 func newMetrics(d *Daemon) *metrics {
@@ -49,8 +53,14 @@ func newMetrics(d *Daemon) *metrics {
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "fenced_fence_operations_in_flight", Help: "Fence operations running on this node.",
 		}),
+		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fenced_alert_runs_total", Help: "Alert agent runs on this node, by alert and result (ok, failed, timeout, error).",
+		}, []string{"alert", "result"}),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenced_alerts_dropped_total", Help: "Alert events dropped because the alert queue was full.",
+		}),
 	}
-	m.reg.MustRegister(m.fences, m.attempts, m.duration, m.blocked, m.checks, m.inflight,
+	m.reg.MustRegister(m.fences, m.attempts, m.duration, m.blocked, m.checks, m.inflight, m.alerts, m.dropped, buildInfo(),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(&stateCollector{d: d}, &resourceCollector{d: d})
 	return m
@@ -86,6 +96,35 @@ func (m *metrics) deviceChecked(h health.Health) {
 	m.checks.WithLabelValues(h.Device, result).Inc()
 }
 
+// alertRan counts a finished alert run.
+func (m *metrics) alertRan(alert, result string) {
+	if m != nil {
+		m.alerts.WithLabelValues(alert, result).Inc()
+	}
+}
+
+func (m *metrics) alertDropped() {
+	if m != nil {
+		m.dropped.Inc()
+	}
+}
+
+// buildInfo is fenced_build_info: 1, labelled with the build.
+func buildInfo() prometheus.Collector {
+	revision := "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				revision = s.Value
+			}
+		}
+	}
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "fenced_build_info", Help: "fenced's build: 1, labelled with its version, Go version and revision.",
+		ConstLabels: prometheus.Labels{"version": api.Version, "goversion": runtime.Version(), "revision": revision}})
+	g.Set(1)
+	return g
+}
+
 func (m *metrics) takeoverBlocked() {
 	if m != nil {
 		m.blocked.Inc()
@@ -112,11 +151,24 @@ var (
 	descDevAge     = prometheus.NewDesc("fenced_device_last_check_age_seconds", "Time since the device's last finished check from this node started.", []string{"device"}, nil)
 	descDevLatency = prometheus.NewDesc("fenced_device_last_check_duration_seconds", "How long the device's last check from this node took.", []string{"device"}, nil)
 	descPath       = prometheus.NewDesc("fenced_fence_path_working", "1 if every device of some fence level of the node passed its last check from this node, 0 if every level has a failing device; absent while unknown.", []string{"node"}, nil)
+	descDevMonitor = prometheus.NewDesc("fenced_device_monitor_devices", "Fence devices this node's device monitor checks (those that fence another node).", nil, nil)
+
+	descStorage     = prometheus.NewDesc("fenced_storage_state", "1 for the current state of the storage (the resource group) on this node.", []string{"state"}, nil)
+	descRaftTerm    = prometheus.NewDesc("fenced_raft_term", "This node's current raft term.", nil, nil)
+	descRaftLeader  = prometheus.NewDesc("fenced_raft_leader", "1 for the raft leader this node knows (absent when it knows none).", []string{"leader"}, nil)
+	descRaftState   = prometheus.NewDesc("fenced_raft_state", "1 for this node's raft state.", []string{"state"}, nil)
+	descLastFence   = prometheus.NewDesc("fenced_last_fence_timestamp_seconds", "When the last fence of each node (from the replicated history) finished, or started while it runs, by outcome (Unix time).", []string{"target", "outcome"}, nil)
+	descConfigMatch = prometheus.NewDesc("fenced_config_match", "1 if this node's cluster-wide configuration is the one the cluster committed, 0 if it differs (not eligible for primacy); absent until one is committed.", nil, nil)
 )
+
+var storageStates = []string{tenure.StorageStopped, tenure.StorageStarting, tenure.StorageRunning, tenure.StorageStopping, tenure.StorageFailed}
+
+var raftStates = []string{"leader", "follower", "candidate", "shutdown"}
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descQuorum, descVotes, descNeeded, descRole, descEpoch, descMembers, descLease, descBlocked,
-		descNodeUp, descDevHealthy, descDevAge, descDevLatency, descPath} {
+		descNodeUp, descDevHealthy, descDevAge, descDevLatency, descPath, descDevMonitor, descStorage, descRaftTerm, descRaftLeader,
+		descRaftState, descLastFence, descConfigMatch} {
 		ch <- d
 	}
 }
@@ -153,6 +205,38 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descPath, prometheus.GaugeValue, b2f(p.State == api.PathWorking), p.Node)
 		}
 	}
+	ch <- prometheus.MustNewConstMetric(descDevMonitor, prometheus.GaugeValue, float64(len(c.d.health.All())))
+	for _, st := range storageStates {
+		ch <- prometheus.MustNewConstMetric(descStorage, prometheus.GaugeValue, b2f(s.Self.Storage == st), st)
+	}
+	ch <- prometheus.MustNewConstMetric(descRaftTerm, prometheus.GaugeValue, float64(s.Self.Term))
+	if s.Quorum.Leader != "" {
+		ch <- prometheus.MustNewConstMetric(descRaftLeader, prometheus.GaugeValue, 1, s.Quorum.Leader)
+	}
+	for _, st := range raftStates {
+		ch <- prometheus.MustNewConstMetric(descRaftState, prometheus.GaugeValue, b2f(s.Self.Raft == st), st)
+	}
+	for target, r := range lastFences(c.d.raft.FSM().State().History) {
+		at := r.Finished
+		if at.IsZero() {
+			at = r.Started
+		}
+		ch <- prometheus.MustNewConstMetric(descLastFence, prometheus.GaugeValue, float64(at.UnixNano())/1e9, target, r.Outcome)
+	}
+	if cs := s.Config; cs != nil && cs.Committed != "" {
+		ch <- prometheus.MustNewConstMetric(descConfigMatch, prometheus.GaugeValue, b2f(cs.Match))
+	}
+}
+
+// lastFences is the newest fence record of each target in history.
+func lastFences(history []stonith.Record) map[string]stonith.Record {
+	out := map[string]stonith.Record{}
+	for _, r := range history {
+		if r.Kind == stonith.KindFence {
+			out[r.Target] = r
+		}
+	}
+	return out
 }
 
 func b2f(b bool) float64 {

@@ -44,6 +44,7 @@ type inproc struct {
 type inprocOptions struct {
 	storage bool // a recordingResource per node
 	bmc     bool // a simulated BMC per node whose power-off closes the daemon
+	files   bool // each node's configuration loaded from a file of its own (so it can reload)
 }
 
 func newInproc(t *testing.T, n int) *inproc { return newInprocWith(t, n, inprocOptions{}) }
@@ -114,7 +115,11 @@ func newInprocWith(t *testing.T, n int, o inprocOptions) *inproc {
 			ip.res = append(ip.res, r)
 			opts.Resource = r
 		}
-		d, err := daemon.New(&nc, opts)
+		run := &nc
+		if o.files {
+			run = writeAndLoad(t, filepath.Join(dir, nd.Name+".yaml"), &nc)
+		}
+		d, err := daemon.New(run, opts)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -122,7 +122,7 @@ func TestResourceGroupDummyCluster(t *testing.T) {
 			os.MkdirAll(filepath.Dir(state(cfg.Node, "r2")), 0o755)
 			rs := slices.Clone(cfg.Resources)
 			for k := range rs {
-				rs[k].Params = map[string]string{"state": state(cfg.Node, rs[k].Name)}
+				rs[k].NodeParams = map[string]string{"state": state(cfg.Node, rs[k].Name)}
 			}
 			cfg.Resources = rs
 			cfg.Metrics.Listen = metricsAt[i]

@@ -1,6 +1,8 @@
 package quorum
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -66,6 +68,43 @@ type State struct {
 	NextID uint64 `json:"nextID"`
 	// GrantedAt is when (wall clock, informational) the epoch was granted.
 	GrantedAt time.Time `json:"grantedAt,omitempty"`
+	// Config is the cluster's configuration fingerprint: what every node's
+	// cluster-wide configuration must hash to for it to be granted
+	// primacy. Nil until the leader first commits one.
+	Config *ConfigFingerprint `json:"config,omitempty"`
+}
+
+// ConfigFingerprint is a configuration's cluster-wide part as hashes: one
+// per key (Keys, key → 16 hex digits) and one of them all (Hash, see
+// FingerprintOf). The values themselves never enter the log.
+type ConfigFingerprint struct {
+	Hash string            `json:"hash"`
+	Keys map[string]string `json:"keys"`
+	// Node is the node whose configuration it is; By who had it committed
+	// ("leader" for the leader's own, else user@node of `config accept`).
+	Node string    `json:"node"`
+	By   string    `json:"by,omitempty"`
+	Time time.Time `json:"time,omitempty"`
+}
+
+// Clone returns a deep copy (nil for nil).
+func (c *ConfigFingerprint) Clone() *ConfigFingerprint {
+	if c == nil {
+		return nil
+	}
+	out := *c
+	out.Keys = maps.Clone(c.Keys)
+	return &out
+}
+
+// FingerprintOf is the fingerprint of a configuration given its per-key
+// hashes: 16 hex digits of SHA-256 over the sorted key=hash lines.
+func FingerprintOf(keys map[string]string) string {
+	h := sha256.New()
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		h.Write([]byte(k + "=" + keys[k] + "\n"))
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
 // Clone returns a deep copy.
@@ -76,6 +115,7 @@ func (s *State) Clone() State {
 	c.Watchdogs = maps.Clone(s.Watchdogs)
 	c.Formers = maps.Clone(s.Formers)
 	c.History = slices.Clone(s.History)
+	c.Config = s.Config.Clone()
 	for i := range c.History {
 		c.History[i].Attempts = slices.Clone(c.History[i].Attempts)
 	}
@@ -95,6 +135,8 @@ type Command struct {
 	// Watchdog is the armed watchdog timeout a holder advertises with
 	// its mount intent (OpState mounting); 0 = none.
 	Watchdog time.Duration `json:"watchdog,omitempty"`
+	// Config is the fingerprint an OpConfig commits.
+	Config *ConfigFingerprint `json:"config,omitempty"`
 }
 
 // Command ops.
@@ -104,6 +146,7 @@ const (
 	OpRelease = "release" // Node released the storage it held at Epoch
 	OpRecord  = "record"  // add or update a history record (by ID)
 	OpStandby = "standby" // set Node's standby flag
+	OpConfig  = "config"  // Config becomes the cluster's configuration fingerprint
 )
 
 // ErrStale is returned by Apply for a command carrying an epoch that is no
@@ -171,6 +214,14 @@ func (f *FSM) View() View {
 	s := &f.state
 	return View{Epoch: s.Epoch, Holder: s.Holder, HolderState: s.HolderState, Previous: s.Previous, LeaseOf: s.LeaseOf, Formers: maps.Clone(s.Formers),
 		Unconfirmed: maps.Clone(s.Unconfirmed), Standby: maps.Clone(s.Standby), Watchdogs: maps.Clone(s.Watchdogs)}
+}
+
+// Config returns a copy of the committed configuration fingerprint (nil
+// when none is).
+func (f *FSM) Config() *ConfigFingerprint {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.state.Config.Clone()
 }
 
 // Changed returns a channel closed at the next apply.
@@ -321,6 +372,9 @@ func (f *FSM) apply(c *Command) any {
 		} else {
 			delete(s.Standby, c.Node)
 		}
+		return nil
+	case OpConfig:
+		s.Config = c.Config.Clone()
 		return nil
 	}
 	return fmt.Errorf("fsm: unknown op %q", c.Op)

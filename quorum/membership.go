@@ -25,6 +25,10 @@ type Meta struct {
 	Storage string `json:"s"`           // stopped, starting, running, stopping, failed
 	Version string `json:"v"`           // fenced version
 	Raft    string `json:"f,omitempty"` // raft state: leader, follower, candidate
+	// Config is the fingerprint of this node's cluster-wide configuration
+	// (16 hex digits, see FingerprintOf); its per-key hashes are asked for
+	// by a call. Kept short: memberlist carries at most 512 bytes of meta.
+	Config string `json:"c,omitempty"`
 }
 
 // Member is one configured node as this node sees it through gossip.
@@ -75,6 +79,10 @@ type Membership struct {
 	contact map[string]time.Time
 	rtt     map[string]time.Duration
 	left    map[string]bool
+	// metas are the other nodes' metadata, copied when memberlist tells
+	// of them (it holds its lock then): the nodes Members lists are
+	// memberlist's own, which it changes under that lock.
+	metas   map[string][]byte
 	pending map[uint64]chan rpcMsg
 	metaCh  chan struct{}
 }
@@ -97,7 +105,7 @@ func JoinMembership(o MembershipOptions, initial Meta) (*Membership, error) {
 	port, _ := strconv.Atoi(portStr)
 
 	m := &Membership{opts: o, log: log, stop: make(chan struct{}),
-		contact: map[string]time.Time{}, rtt: map[string]time.Duration{}, left: map[string]bool{},
+		contact: map[string]time.Time{}, rtt: map[string]time.Duration{}, left: map[string]bool{}, metas: map[string][]byte{},
 		pending: map[uint64]chan rpcMsg{}, metaCh: make(chan struct{}, 1)}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.meta.Store(&initial)
@@ -244,7 +252,7 @@ func (m *Membership) Members() []Member {
 			if n.State == memberlist.StateSuspect {
 				mb.State = "suspect"
 			}
-			mb.Meta, _ = decodeMeta(n.Meta)
+			mb.Meta, _ = decodeMeta(m.metas[p.Name])
 		} else if m.left[p.Name] {
 			mb.State = "left"
 		} else if !m.contact[p.Name].IsZero() {
@@ -475,6 +483,7 @@ func (e *mlEvents) touch(n *memberlist.Node, left bool) {
 	defer e.mu.Unlock()
 	e.contact[n.Name] = time.Now()
 	e.left[n.Name] = left
+	e.metas[n.Name] = append([]byte(nil), n.Meta...)
 }
 func (e *mlEvents) NotifyJoin(n *memberlist.Node) {
 	e.touch(n, false)

@@ -103,7 +103,8 @@ func TestAgainstCluster(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("status: %d %s", code, stderr)
 	}
-	for _, want := range []string{"Quorum:   yes — 3 of 3 configured nodes seen, 2 needed", fmt.Sprintf("Primary:  %s, epoch %d", p.Name, epoch), "NODE", "LAST CONTACT"} {
+	for _, want := range []string{"Quorum:   yes — 3 of 3 configured nodes seen, 2 needed", fmt.Sprintf("Primary:  %s, epoch %d", p.Name, epoch), "NODE", "LAST CONTACT",
+		"Config:   fingerprint "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, out)
 		}
@@ -188,6 +189,8 @@ func TestAgainstCluster(t *testing.T) {
 	jsonOut("version.json", 0, "version")
 	jsonOut("standby.json", 0, "standby", other.Name)
 	jsonOut("standby.json", 0, "standby", other.Name, "--off")
+	jsonOut("reload.json", 0, "reload")
+	jsonOut("config-accept.json", 0, "config", "accept")
 	jsonOut("", exitFailure, "fence", "nosuchnode", "--yes")
 	jsonOut("", exitNotConfirmed, "fence", victim.Name)
 	jsonOut("", exitUsage, "history", "a", "b")

@@ -32,7 +32,7 @@ func TestResourceList(t *testing.T) {
 		NodeConfig: func(_ int, cfg *config.Config) {
 			rs := slices.Clone(cfg.Resources)
 			for k := range rs {
-				rs[k].Params = map[string]string{"state": filepath.Join(dir, cfg.Node+"-"+rs[k].Name)}
+				rs[k].NodeParams = map[string]string{"state": filepath.Join(dir, cfg.Node+"-"+rs[k].Name)}
 			}
 			cfg.Resources = rs
 		}})

@@ -138,7 +138,7 @@ failed. The schemas are published in fenced's source, docs/schema/.
 
 --timeout bounds the wait for the daemon's answer. By default: 30s for
 status, history, device list and version; 2m for device status; 1m for
-standby and transfer; 11m for fence, unfence and confirm (the daemon bounds
+standby, transfer, reload and config accept; 11m for fence, unfence and confirm (the daemon bounds
 those at 10m, so its answer comes first). When it expires, the request may
 still be running in the cluster: check ` + "`fencectl history`" + `.
 

@@ -103,6 +103,13 @@ func printStatus(w io.Writer, st *api.Status) {
 	if s.Ineligible != "" {
 		fmt.Fprintf(w, "           NOT ELIGIBLE for primacy: %s\n", cell(s.Ineligible))
 	}
+	for i, l := range configLines(st, true) {
+		label := "Config:   "
+		if i > 0 {
+			label = "          "
+		}
+		fmt.Fprintf(w, "%s%s\n", label, l)
+	}
 	for i, l := range fenceWarnings(st, time.Now(), true) {
 		label := "Fencing:  "
 		if i > 0 {
@@ -112,10 +119,10 @@ func printStatus(w io.Writer, st *api.Status) {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tKIND\tADDRESS\tGOSSIP\tRAFT\tROLE\tEPOCH\tSTORAGE\tFENCE PATH\tLAST CONTACT\tVERSION")
+	fmt.Fprintln(tw, "NODE\tKIND\tADDRESS\tGOSSIP\tRAFT\tROLE\tEPOCH\tSTORAGE\tFENCE PATH\tCONFIG\tLAST CONTACT\tVERSION")
 	var lost []string
 	for _, n := range st.Nodes {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", cell(n.Name), cell(n.Kind), cell(n.Address), cell(n.Gossip), cell(n.Raft), cell(n.Role), n.Epoch, cell(n.Storage), pathCell(st, n.Name), ago(n.LastContact), cell(n.Version))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", cell(n.Name), cell(n.Kind), cell(n.Address), cell(n.Gossip), cell(n.Raft), cell(n.Role), n.Epoch, cell(n.Storage), pathCell(st, n.Name), configCell(n), ago(n.LastContact), cell(n.Version))
 		if n.Kind == "witness" && n.Gossip != "alive" && n.Gossip != "suspect" {
 			lost = append(lost, n.Name)
 		}
@@ -269,10 +276,14 @@ func statusLines(st *api.Status) ([]string, map[string]string) {
 	if s.Ineligible != "" {
 		m["this node"] += ", not eligible: " + cell(s.Ineligible)
 	}
+	if cl := configLines(st, false); len(cl) > 0 {
+		keys = append(keys, "config")
+		m["config"] = "config: " + strings.Join(cl, "; ")
+	}
 	for _, n := range st.Nodes {
 		k := "node " + cell(n.Name)
 		keys = append(keys, k)
-		m[k] = fmt.Sprintf("%s (%s): %s, raft %s, role %s, epoch %d, storage %s, fence path %s, version %s", k, cell(n.Kind), cell(n.Gossip), cell(n.Raft), cell(n.Role), n.Epoch, cell(n.Storage), pathCell(st, n.Name), cell(n.Version))
+		m[k] = fmt.Sprintf("%s (%s): %s, raft %s, role %s, epoch %d, storage %s, fence path %s, config %s, version %s", k, cell(n.Kind), cell(n.Gossip), cell(n.Raft), cell(n.Role), n.Epoch, cell(n.Storage), pathCell(st, n.Name), configCell(n), cell(n.Version))
 	}
 	// A node without a working fence path gets a line of its own, without
 	// times (they would change on every poll).

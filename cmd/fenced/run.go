@@ -6,11 +6,15 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/fenced/fenced/agents"
 	"github.com/fenced/fenced/daemon"
+	"github.com/fenced/fenced/daemon/config"
+	"github.com/fenced/fenced/quorum"
 )
 
 const defaultConfig = "/etc/fenced/fenced.yaml"
@@ -30,7 +34,15 @@ storage with the new epoch.
 
 SIGTERM or SIGINT stops gracefully: the storage is released, primacy is handed
 to another node, and the node leaves the gossip pool. A second signal stops at
-once.`,
+once.
+
+SIGHUP (or fencectl reload) reads the configuration file again and applies what
+can change while running — devices and their parameters (a rotated password's
+file), fence topologies, device monitor intervals, alerts — after checking the
+whole file as at start. A file with problems, or one that changes what needs a
+restart (the node list or addresses, timing, storage and resources, paths, the
+cluster key, metrics.listen), is refused with its problems logged, and the
+running configuration stays in force.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := newLogger(s, level)
@@ -49,6 +61,8 @@ once.`,
 			if err != nil {
 				return &exitError{exitStartup, err}
 			}
+			stopHUP := reloadOnHUP(ctx, d)
+			defer stopHUP()
 			if err := d.Run(ctx); err != nil {
 				return &exitError{exitFailure, err}
 			}
@@ -61,19 +75,67 @@ once.`,
 	return cmd
 }
 
+// reloadOnHUP reloads d's configuration on every SIGHUP until ctx ends
+// or the returned function is called.
+func reloadOnHUP(ctx context.Context, d *daemon.Daemon) func() {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-done:
+				return
+			case <-hup:
+				// Reload logs what it did or why it refused.
+				_, _ = d.Reload(ctx)
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(hup)
+		close(done)
+		<-stopped
+	}
+}
+
 func newValidateCmd(_ context.Context, s *stdio) *cobra.Command {
 	var path, node string
+	var offline bool
 	cmd := &cobra.Command{
 		Use:   "validate",
 		Short: "Check a configuration file and list every problem",
 		Long: `Check a configuration file: syntax, unknown fields, types, node list, timing
-relations, devices and their agents' parameters, resources and their OCF
-agents' parameters (from each agent's meta-data). With --node, also run each
-OCF agent's validate-all on this machine as that node. Every problem is listed
-as FILE:LINE: PATH: MESSAGE. Exit status 0 when valid, 3 when not.`,
+relations, devices and their agents' parameters, the files it names (the
+cluster key, every NAME_file parameter such as password_file, community_file
+or ca_file, hook and alert programs), resources and their OCF agents'
+parameters (from each agent's meta-data). With --node, also run each OCF
+agent's validate-all on this machine as that node. With --offline, only the
+syntax and the rules: no file is read but the configuration, no agent is run
+and no OCF meta-data is read, so a configuration can be checked on a
+workstation or in CI. Every problem is listed as FILE:LINE: PATH: MESSAGE.
+
+On success it prints the fingerprint of the cluster-wide part of the
+configuration (what every node must agree on; see fencectl status): equal
+fingerprints on two nodes mean equal cluster-wide configurations.
+
+Exit status 0 when valid, 3 when not.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := daemon.CheckConfig(path, agents.Default)
+			var cfg *config.Config
+			var err error
+			if offline {
+				if node != "" {
+					return &exitError{exitUsage, errors.New("--node runs the OCF agents' validate-all: it does not go with --offline")}
+				}
+				cfg, err = daemon.CheckConfigOffline(path, agents.Default)
+			} else {
+				cfg, err = daemon.CheckConfig(path, agents.Default)
+			}
 			if err == nil && node != "" {
 				_, err = cfg.SelectNode(node, "")
 				if err == nil {
@@ -87,12 +149,18 @@ as FILE:LINE: PATH: MESSAGE. Exit status 0 when valid, 3 when not.`,
 			for _, w := range cfg.Warnings() {
 				fmt.Fprintln(s.err, w)
 			}
-			fmt.Fprintf(s.out, "%s: ok (%d nodes, majority %d)\n", path, len(cfg.Nodes), cfg.Majority())
+			what := ""
+			if offline {
+				what = ", offline: files and agents not checked"
+			}
+			fmt.Fprintf(s.out, "%s: ok (%d nodes, majority %d; cluster configuration fingerprint %s%s)\n", path, len(cfg.Nodes), cfg.Majority(),
+				quorum.FingerprintOf(cfg.ClusterKeys()), what)
 			return nil
 		},
 	}
 	cmd.Flags().StringVarP(&path, "config", "c", defaultConfig, "configuration file")
 	cmd.Flags().StringVar(&node, "node", "", "also check that NAME is a configured node, and run the OCF agents' validate-all as NAME")
+	cmd.Flags().BoolVar(&offline, "offline", false, "check syntax and rules only: read no other file, run no agent")
 	return cmd
 }
 

@@ -119,3 +119,77 @@ func TestHelpDocumentsExitCodes(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateOffline: the shipped sample passes `fenced validate
+// --offline` (syntax and rules only) on a machine that has none of its
+// files or agents, and prints its fingerprint.
+func TestValidateOffline(t *testing.T) {
+	code, out, stderr := runFenced(t, "validate", "--offline", "--config", "../../etc/fenced.yaml")
+	if code != 0 || !strings.Contains(out, "ok (3 nodes, majority 2; cluster configuration fingerprint ") {
+		t.Fatalf("exit %d: %s%s", code, out, stderr)
+	}
+	// Offline still finds what breaks the rules, each at its line.
+	dir := t.TempDir()
+	p := writeConfig(t, dir, `version: 1
+cluster: {name: c1}
+nodes:
+  - {name: a, gossip: 127.0.0.1:7001, raft: 127.0.0.1:7101}
+  - {name: b, gossip: 127.0.0.1:7002, raft: 127.0.0.1:7102}
+  - {name: c, gossip: 127.0.0.1:7003, raft: 127.0.0.1:7103, fence: [{devices: [{device: x}]}]}
+gossip: {plaintext: true}
+metrics: {listen: 127.0.0.1:7001}
+devices:
+  x: {agent: exec, params: {ip: 10.0.0.1}}
+`)
+	code, _, stderr = runFenced(t, "validate", "--offline", "--config", p)
+	if code != exitConfig {
+		t.Fatalf("exit %d, want %d: %s", code, exitConfig, stderr)
+	}
+	for _, want := range []string{p + ":6: nodes[2].fence[0].devices[0]: parameter agent: required", p + ":8: metrics.listen: 127.0.0.1:7001 is nodes[0].gossip"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+}
+
+// TestValidateMissingFiles: every missing file is reported the same way,
+// FILE:LINE: PATH: the error — the cluster key and an ipmi password_file
+// too, which `fenced run` would otherwise only find at start.
+func TestValidateMissingFiles(t *testing.T) {
+	dir := t.TempDir()
+	p := writeConfig(t, dir, `version: 1
+cluster: {name: c1}
+nodes:
+  - {name: a, gossip: 127.0.0.1:7001, raft: 127.0.0.1:7101}
+  - {name: b, gossip: 127.0.0.1:7002, raft: 127.0.0.1:7102}
+  - {name: c, gossip: 127.0.0.1:7003, raft: 127.0.0.1:7103, fence: [{devices: [{device: bmc}]}]}
+gossip: {key_file: `+dir+`/missing.key}
+devices:
+  bmc:
+    agent: ipmi
+    params: {ip: 10.0.0.1, username: admin, password_file: `+dir+`/missing.pw}
+alerts:
+  - {name: f, path: `+dir+`/missing-agent}
+`)
+	code, out, stderr := runFenced(t, "validate", "--config", p)
+	if code != exitConfig {
+		t.Fatalf("exit %d, want %d: %s%s", code, exitConfig, out, stderr)
+	}
+	for _, want := range []string{
+		p + ":7: gossip.key_file: open " + dir + "/missing.key: no such file or directory",
+		p + ":11: devices.bmc.params.password_file: open " + dir + "/missing.pw: no such file or directory",
+		p + ":13: alerts[0].path: stat " + dir + "/missing-agent: no such file or directory",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	if n := strings.Count(stderr, "missing.pw"); n != 1 {
+		t.Errorf("the password file reported %d times:\n%s", n, stderr)
+	}
+	// fenced run reports the same, as a configuration problem (3).
+	code, _, stderr = runFenced(t, "run", "--config", p, "--node", "a")
+	if code != exitConfig || !strings.Contains(stderr, "gossip.key_file: open") {
+		t.Errorf("run: exit %d: %s", code, stderr)
+	}
+}

@@ -27,6 +27,73 @@ type Status struct {
 	// FencePaths says, for every configured node, whether it can be
 	// fenced, from the answering node's device checks.
 	FencePaths []FencePath `json:"fencePaths,omitempty"`
+	// Config is the answering node's configuration against the cluster's.
+	Config *ConfigStatus `json:"config,omitempty"`
+}
+
+// ConfigStatus compares the answering node's cluster-wide configuration
+// with the fingerprint the cluster committed.
+type ConfigStatus struct {
+	// File is the configuration file the node runs.
+	File string `json:"file,omitempty"`
+	// Fingerprint is the node's own (16 hex digits).
+	Fingerprint string `json:"fingerprint"`
+	// Committed is the cluster's; empty until the leader commits one.
+	Committed     string     `json:"committed,omitempty"`
+	CommittedNode string     `json:"committedNode,omitempty"` // whose configuration it is
+	CommittedBy   string     `json:"committedBy,omitempty"`
+	CommittedAt   *time.Time `json:"committedAt,omitempty"`
+	// Match says the node runs the committed configuration (before one is
+	// committed: the one a majority runs).
+	Match bool `json:"match"`
+	// Differing are the keys in which the node's differs from the
+	// committed one (names only).
+	Differing []string `json:"differing,omitempty"`
+	// Warning says that no running data node may take primacy, and what
+	// to do about it.
+	Warning    string      `json:"warning,omitempty"`
+	LastReload *ReloadInfo `json:"lastReload,omitempty"`
+}
+
+// ReloadInfo is the last reload of the node's configuration.
+type ReloadInfo struct {
+	Time *time.Time `json:"time"`
+	OK   bool       `json:"ok"`
+	// Error is why it was refused (the running configuration stayed).
+	Error string `json:"error,omitempty"`
+}
+
+// ReloadReply is the answer of POST /v1/reload: what the reload changed.
+type ReloadReply struct {
+	SchemaVersion int    `json:"schemaVersion"`
+	Node          string `json:"node"`
+	File          string `json:"file"`
+	// Changed are the keys that changed and apply now (devices, fence
+	// topologies, alerts); empty when the file was the same.
+	Changed     []string `json:"changed"`
+	Fingerprint string   `json:"fingerprint"`
+	// Committed is the cluster's fingerprint; Match whether the node's is it.
+	Committed string `json:"committed,omitempty"`
+	Match     bool   `json:"match"`
+}
+
+// ConfigAcceptReply is the answer of POST /v1/config/accept.
+type ConfigAcceptReply struct {
+	SchemaVersion int `json:"schemaVersion"`
+	// Fingerprint is now the cluster's: that of Node's configuration.
+	Fingerprint string `json:"fingerprint"`
+	Node        string `json:"node"`
+	Previous    string `json:"previous,omitempty"`
+	// Differing are the nodes that do not run it (not eligible for
+	// primacy until they do).
+	Differing []NodeConfig `json:"differing"`
+}
+
+// NodeConfig is one node's configuration fingerprint.
+type NodeConfig struct {
+	Node        string `json:"node"`
+	Fingerprint string `json:"fingerprint,omitempty"`
+	State       string `json:"state"`
 }
 
 // QuorumStatus counts votes against the configured size.
@@ -80,6 +147,12 @@ type NodeStatus struct {
 	LastContact *time.Time `json:"lastContact,omitempty"`
 	RTTMillis   float64    `json:"rttMillis,omitempty"`
 	Version     string     `json:"version"`
+	// Config is the fingerprint of the node's cluster-wide configuration
+	// as it advertises it; ConfigMismatch says it differs from the
+	// committed one, ConfigDiffering in which keys (when known).
+	Config          string   `json:"config,omitempty"`
+	ConfigMismatch  bool     `json:"configMismatch,omitempty"`
+	ConfigDiffering []string `json:"configDiffering,omitempty"`
 }
 
 // Record is one entry of the replicated history: a fence, unfence,

@@ -38,6 +38,9 @@ type Config struct {
 	Watchdog Watchdog `yaml:"watchdog"`
 	Metrics  Metrics  `yaml:"metrics"`
 	History  History  `yaml:"history"`
+	// Alerts are the alert agents this node runs on cluster events (see
+	// alerts.go).
+	Alerts []Alert `yaml:"alerts,omitempty"`
 
 	// lines maps a path ("nodes[1].gossip") to its line in the file.
 	lines map[string]int
@@ -206,6 +209,8 @@ type Watchdog struct {
 
 // Metrics configures the Prometheus endpoint; off when Listen is empty.
 type Metrics struct {
+	// Listen is the host:port /metrics is served on; it must not be a
+	// node's gossip or raft address.
 	Listen string `yaml:"listen"`
 }
 

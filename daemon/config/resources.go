@@ -34,7 +34,14 @@ type Resource struct {
 	Hooks *Hooks `yaml:"hooks,omitempty"`
 	// Params are the OCF agent's instance parameters, passed as
 	// OCF_RESKEY_<name>; checked against the agent's meta-data at load.
+	// They are part of the cluster's configuration: every node must give
+	// the same.
 	Params map[string]string `yaml:"params,omitempty"`
+	// NodeParams are instance parameters that may differ from node to
+	// node (a NIC's name, a path on this machine), passed as params are;
+	// they are left out of the cluster's configuration fingerprint. A name
+	// may not be in both.
+	NodeParams map[string]string `yaml:"node_params,omitempty"`
 	// MonitorInterval is how often the resource is checked on the primary;
 	// 0 takes the default (see DefaultOCFMonitorInterval).
 	MonitorInterval Duration `yaml:"monitor_interval,omitempty"`
@@ -67,6 +74,21 @@ func (r Resource) Kind() string {
 		return ""
 	}
 	return kinds[0]
+}
+
+// AllParams are Params and NodeParams together: what the agent is given.
+func (r Resource) AllParams() map[string]string {
+	if len(r.NodeParams) == 0 {
+		return r.Params
+	}
+	out := make(map[string]string, len(r.Params)+len(r.NodeParams))
+	for k, v := range r.Params {
+		out[k] = v
+	}
+	for k, v := range r.NodeParams {
+		out[k] = v
+	}
+	return out
 }
 
 // Agent splits OCF into provider and type.
@@ -136,15 +158,24 @@ func (v *validator) resources() {
 		case "hooks":
 			v.hooks(p+".hooks", *r.Hooks)
 		}
-		if len(r.Params) > 0 && r.OCF == "" {
-			v.add(p+".params", "params are passed to OCF agents only")
-		}
-		for _, name := range sortedKeys(r.Params) {
-			if !reEnvName.MatchString(name) {
-				v.add(p+".params."+name, "%q is not a valid parameter name (letters, digits, '_'; it becomes OCF_RESKEY_%s)", name, name)
+		for _, key := range []string{"params", "node_params"} {
+			params := r.Params
+			if key == "node_params" {
+				params = r.NodeParams
 			}
-			if strings.ContainsRune(r.Params[name], 0) {
-				v.add(p+".params."+name, "value contains a NUL byte")
+			if len(params) > 0 && r.OCF == "" {
+				v.add(p+"."+key, "%s are passed to OCF agents only", key)
+			}
+			for _, name := range sortedKeys(params) {
+				if !reEnvName.MatchString(name) {
+					v.add(p+"."+key+"."+name, "%q is not a valid parameter name (letters, digits, '_'; it becomes OCF_RESKEY_%s)", name, name)
+				}
+				if strings.ContainsRune(params[name], 0) {
+					v.add(p+"."+key+"."+name, "value contains a NUL byte")
+				}
+				if _, dup := r.Params[name]; dup && key == "node_params" {
+					v.add(p+"."+key+"."+name, "%q is also in params: give it in one of them", name)
+				}
 			}
 		}
 		if r.MonitorInterval < 0 {

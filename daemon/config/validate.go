@@ -30,7 +30,19 @@ const (
 // it reads no files and opens no sockets. reg resolves device agents and
 // their declared parameters; nil skips those checks.
 func (c *Config) Validate(reg *agents.Registry) Problems {
-	v := &validator{c: c}
+	return c.validate(reg, false)
+}
+
+// ValidateOffline checks c as Validate does but runs nothing: agents whose
+// parameters only their program knows (exec: its metadata) are checked for
+// their own parameters alone. It is what `fenced validate --offline` runs,
+// on a workstation or in CI, where the agents are not installed.
+func (c *Config) ValidateOffline(reg *agents.Registry) Problems {
+	return c.validate(reg, true)
+}
+
+func (c *Config) validate(reg *agents.Registry, offline bool) Problems {
+	v := &validator{c: c, offline: offline}
 	if c.Version != 1 {
 		if c.Version == 0 {
 			v.add("version", "required: must be 1")
@@ -78,10 +90,9 @@ func (c *Config) Validate(reg *agents.Registry) Problems {
 		}
 	}
 	if c.Metrics.Listen != "" {
-		if _, _, err := splitHostPort(c.Metrics.Listen); err != nil {
-			v.add("metrics.listen", "%v", err)
-		}
+		v.metricsListen()
 	}
+	v.alerts()
 	if c.History.Limit < 1 || c.History.Limit > MaxHistory {
 		v.add("history.limit", "%d: want 1 to %d (every node keeps the history in memory and in every snapshot)", c.History.Limit, MaxHistory)
 	}
@@ -92,8 +103,28 @@ func (c *Config) Validate(reg *agents.Registry) Problems {
 }
 
 type validator struct {
-	c  *Config
-	ps Problems
+	c       *Config
+	ps      Problems
+	offline bool // run no agent program (ValidateOffline)
+}
+
+// metricsListen checks metrics.listen, which must not take a node's gossip
+// or raft port (memberlist binds TCP and UDP on the gossip port).
+func (v *validator) metricsListen() {
+	host, port, err := splitHostPort(v.c.Metrics.Listen)
+	if err != nil {
+		v.add("metrics.listen", "%v", err)
+		return
+	}
+	ml := net.JoinHostPort(host, strconv.Itoa(port))
+	for i, n := range v.c.Nodes {
+		for _, a := range []struct{ key, val string }{{"gossip", n.Gossip}, {"raft", n.Raft}} {
+			h, p, err := splitHostPort(a.val)
+			if err == nil && net.JoinHostPort(h, strconv.Itoa(p)) == ml {
+				v.add("metrics.listen", "%s is nodes[%d].%s (%s's %s address): give the metrics endpoint a port of its own", v.c.Metrics.Listen, i, a.key, n.Name, a.key)
+			}
+		}
+	}
 }
 
 func (v *validator) add(path, format string, args ...any) {
@@ -232,6 +263,16 @@ func (v *validator) params(path, agent string, p agents.Params, reg *agents.Regi
 		return
 	}
 	if k.OpenParams {
+		if v.offline {
+			// Offline, only the agent's own parameters can be judged:
+			// the required ones must be there.
+			for _, d := range k.Params {
+				if _, ok := p.Get(d.Name, d.Aliases...); d.Required && !ok {
+					v.add(path, "parameter %s: required", d.Name)
+				}
+			}
+			return
+		}
 		// Only the agent knows its full parameter set (exec reads the
 		// program's metadata): its constructor is the check.
 		if _, err := k.New(p, nil); err != nil {

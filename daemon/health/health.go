@@ -31,6 +31,7 @@ import (
 	"errors"
 	"hash/fnv"
 	"log/slog"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -135,6 +136,8 @@ type Monitor struct {
 
 	mu     sync.Mutex
 	health map[string]*Health
+	// reconf hands Run a new device list (Reconfigure).
+	reconf chan []Device
 }
 
 // New returns a monitor of o.Devices; Run starts the checks.
@@ -154,7 +157,8 @@ func New(o Options) *Monitor {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	m := &Monitor{o: o, log: o.Logger, sem: make(chan struct{}, o.MaxChecks), devs: map[string]Device{}, health: map[string]*Health{}}
+	m := &Monitor{o: o, log: o.Logger, sem: make(chan struct{}, o.MaxChecks), devs: map[string]Device{}, health: map[string]*Health{},
+		reconf: make(chan []Device)}
 	for _, d := range o.Devices {
 		m.devs[d.Name] = d
 		m.health[d.Name] = &Health{Device: d.Name, State: StatePending, Interval: d.Interval}
@@ -166,17 +170,99 @@ func New(o Options) *Monitor {
 // every check it started has returned.
 func (m *Monitor) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	for _, d := range m.o.Devices {
+	defer wg.Wait()
+	type watcher struct {
+		dev    Device
+		cancel context.CancelFunc
+	}
+	running := map[string]watcher{}
+	start := func(d Device) {
 		if d.Interval <= 0 {
-			continue
+			return
 		}
+		wctx, cancel := context.WithCancel(ctx)
+		running[d.Name] = watcher{dev: d, cancel: cancel}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			m.watch(ctx, d)
+			m.watch(wctx, d)
 		}()
 	}
-	wg.Wait()
+	m.mu.Lock()
+	devs := make([]Device, 0, len(m.devs))
+	for _, name := range slices.Sorted(maps.Keys(m.devs)) {
+		devs = append(devs, m.devs[name])
+	}
+	m.mu.Unlock()
+	for _, d := range devs {
+		start(d)
+	}
+	for {
+		var next []Device
+		select {
+		case <-ctx.Done():
+			return
+		case next = <-m.reconf:
+		}
+		// A device whose check changed (parameters, plug, interval) gets
+		// a watcher of its own anew; its last result stays until its next
+		// check.
+		want := map[string]Device{}
+		for _, d := range next {
+			want[d.Name] = d
+		}
+		for name, w := range running {
+			if d, ok := want[name]; !ok || !sameDevice(d, w.dev) {
+				w.cancel()
+				delete(running, name)
+			}
+		}
+		for _, d := range next {
+			if _, ok := running[d.Name]; !ok {
+				start(d)
+			}
+		}
+	}
+}
+
+// Reconfigure replaces the devices to watch (a live reload): new devices
+// are checked from now on (pending until their first check), removed ones
+// are forgotten, and a device whose parameters or interval changed is
+// checked with the new ones. It waits until Run took the list, or ctx
+// ended (Run not running).
+func (m *Monitor) Reconfigure(ctx context.Context, devs []Device) {
+	m.mu.Lock()
+	want := map[string]bool{}
+	for _, d := range devs {
+		want[d.Name] = true
+		if old, ok := m.devs[d.Name]; !ok || !sameDevice(old, d) {
+			h, ok := m.health[d.Name]
+			if !ok {
+				h = &Health{Device: d.Name, State: StatePending}
+				m.health[d.Name] = h
+			}
+			h.Interval = d.Interval
+		}
+		m.devs[d.Name] = d
+	}
+	for name := range m.devs {
+		if !want[name] {
+			delete(m.devs, name)
+			delete(m.health, name)
+		}
+	}
+	m.mu.Unlock()
+	select {
+	case m.reconf <- devs:
+	case <-ctx.Done():
+	}
+}
+
+// sameDevice reports whether two plans of a device's checks are the same.
+func sameDevice(a, b Device) bool {
+	return a.Name == b.Name && a.Interval == b.Interval && a.Target.Device == b.Target.Device &&
+		a.Target.Agent == b.Target.Agent && a.Target.Plug == b.Target.Plug && a.Target.Timeout == b.Target.Timeout &&
+		maps.Equal(a.Target.Params, b.Target.Params)
 }
 
 // phase is the device's offset within [0, span): stable for a node and a
@@ -224,9 +310,7 @@ func (m *Monitor) check(ctx context.Context, d Device) {
 		timeout = m.o.DefaultTimeout
 	}
 	started := m.o.Now()
-	m.mu.Lock()
-	m.health[d.Name].Checking = started
-	m.mu.Unlock()
+	m.setChecking(d.Name, started)
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	t0 := time.Now()
 	err := m.o.Check(cctx, d.Target)
@@ -234,13 +318,21 @@ func (m *Monitor) check(ctx context.Context, d Device) {
 	timedOut := cctx.Err() != nil
 	cancel()
 	if ctx.Err() != nil {
-		// Stopping: the check was cut short, its result means nothing.
-		m.mu.Lock()
-		m.health[d.Name].Checking = time.Time{}
-		m.mu.Unlock()
+		// Stopping (or reconfigured): the check was cut short, its
+		// result means nothing.
+		m.setChecking(d.Name, time.Time{})
 		return
 	}
 	m.Record(d.Name, started, took, err, timedOut)
+}
+
+// setChecking marks the start (or, zero, the end) of a running check.
+func (m *Monitor) setChecking(device string, at time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if h, ok := m.health[device]; ok {
+		h.Checking = at
+	}
 }
 
 // Record stores the result of a check of device that started at started
@@ -310,6 +402,8 @@ func (m *Monitor) All() []Health {
 
 // Watches reports whether the monitor checks device.
 func (m *Monitor) Watches(device string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	_, ok := m.devs[device]
 	return ok
 }

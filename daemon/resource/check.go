@@ -42,7 +42,7 @@ func Check(ctx context.Context, cfg *config.Config) config.Problems {
 		if len(missing) > 0 {
 			ps = append(ps, cfg.Problem(p+".ocf", "%s does not implement %s (its meta-data lists no such action)", r.OCF, strings.Join(missing, ", ")))
 		}
-		for _, pp := range checkParams(r.OCF, meta, r.Params) {
+		for _, pp := range checkParams(r.OCF, meta, r.AllParams()) {
 			path := p + ".params"
 			if pp.param != "" {
 				path += "." + pp.param

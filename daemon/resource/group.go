@@ -185,8 +185,8 @@ func newOCF(ctx context.Context, root string, r config.Resource, node string, lo
 		return nil, err
 	}
 	a := &ocfAgent{res: r.Name, agent: r.OCF, provider: prov, typ: typ, path: path, root: root, node: node,
-		params: r.Params, meta: meta, log: log.With("agent", r.OCF), outputLimit: 4 << 10}
-	for k, v := range r.Params {
+		params: r.AllParams(), meta: meta, log: log.With("agent", r.OCF), outputLimit: 4 << 10}
+	for k, v := range r.AllParams() {
 		if secretParam.MatchString(k) && v != "" {
 			a.secrets = append(a.secrets, v)
 		}

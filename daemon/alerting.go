@@ -1,0 +1,103 @@
+package daemon
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/fenced/fenced/daemon/alerts"
+	"github.com/fenced/fenced/daemon/api"
+	"github.com/fenced/fenced/daemon/health"
+	"github.com/fenced/fenced/daemon/tenure"
+	"github.com/fenced/fenced/stonith"
+)
+
+// Alerts (package alerts): the daemon turns what happens into alert
+// events, each raised by the node where it happens — a fence by the node
+// that runs it, a change of primary by the new primary, a device's health
+// by the node whose check changed, a configuration mismatch by the node
+// that differs, quorum by each node for its own view — and hands them to
+// the alert manager, which never blocks the caller.
+
+func newAlerts(d *Daemon) *alerts.Manager {
+	alerts.Version = api.Version
+	return alerts.New(alerts.Options{Self: d.self, Cluster: d.cfg.Cluster.Name, Logger: d.log.With("component", "alerts"),
+		Observe: d.metrics.alertRan, Dropped: d.metrics.alertDropped}, d.cfg.AlertAgents())
+}
+
+// alertPhase raises the alerts of a change of the tenure's phase: primary
+// changed (this node began acting), takeover blocked and unblocked.
+func (d *Daemon) alertPhase(before, after tenure.Phase, v *tenureView) {
+	switch {
+	case after == tenure.Serving && before != tenure.Serving:
+		d.alerts.Emit(alerts.Event{Name: alerts.PrimaryChanged, Kind: alerts.KindNode, Node: d.self, Desc: "primary", Epoch: v.epoch})
+	case after == tenure.Blocked:
+		d.alerts.Emit(alerts.Event{Name: alerts.TakeoverBlocked, Kind: alerts.KindFencing, Node: d.self, Task: "takeover", RC: 1, HasRC: true,
+			Desc: fmt.Sprintf("takeover by %s at epoch %d BLOCKED: %s (fencectl confirm NODE --yes overrides)", d.self, v.epoch, v.blocked), Epoch: v.epoch})
+	case before == tenure.Blocked:
+		how := "the former holder is confirmed stopped"
+		if after <= tenure.Secondary {
+			how = "the takeover was given up (" + v.role + ")"
+		}
+		d.alerts.Emit(alerts.Event{Name: alerts.TakeoverUnblocked, Kind: alerts.KindFencing, Node: d.self, Task: "takeover", RC: 0, HasRC: true,
+			Desc: fmt.Sprintf("takeover by %s at epoch %d unblocked: %s", d.self, v.epoch, how), Epoch: v.epoch})
+	}
+}
+
+// alertFenceStarted and alertFenceDone raise the fence alerts (kind
+// fencing, node the target, task the action; rc 0 confirmed, 1 failed,
+// 2 outcome unknown).
+func (d *Daemon) alertFenceStarted(req stonith.Request) {
+	d.alerts.Emit(alerts.Event{Name: alerts.FenceStarted, Kind: alerts.KindFencing, Node: req.Target, Task: req.Action, Epoch: req.Epoch,
+		Desc: fmt.Sprintf("Operation %s of %s by %s for %s: started (%s)", req.Action, req.Target, d.self, req.RequestedBy, req.Reason)})
+}
+
+func (d *Daemon) alertFenceDone(rec stonith.Record) {
+	ev := alerts.Event{Name: alerts.FenceSucceeded, Kind: alerts.KindFencing, Node: rec.Target, Task: rec.Action, Epoch: rec.Epoch, HasRC: true,
+		Desc: fmt.Sprintf("Operation %s of %s by %s for %s: OK", rec.Action, rec.Target, d.self, rec.RequestedBy)}
+	if rec.Outcome != stonith.OutcomeSuccess {
+		ev.Name, ev.RC = alerts.FenceFailed, 1
+		if rec.Outcome == stonith.OutcomeUnknown {
+			ev.RC = 2
+		}
+		ev.Desc = fmt.Sprintf("Operation %s of %s by %s for %s: %s: %s", rec.Action, rec.Target, d.self, rec.RequestedBy, rec.Outcome, rec.Error)
+	}
+	d.alerts.Emit(ev)
+}
+
+// alertSelfFence starts the self-fence alerts at once: the node resets
+// right after, so they are not queued (and may not finish).
+func (d *Daemon) alertSelfFence(reason string) {
+	d.alerts.Urgent(alerts.Event{Name: alerts.SelfFence, Kind: alerts.KindFencing, Node: d.self, Task: "reboot", RC: 0, HasRC: true,
+		Desc: fmt.Sprintf("Operation self-fence of %s by %s: %s", d.self, d.self, reason), Epoch: d.Epoch()})
+}
+
+// deviceAlerts raises an alert when a device's health, as this node's
+// checks see it, changes: ok ↔ failing, or the kind of failure.
+type deviceAlerts struct {
+	mu   sync.Mutex
+	last map[string]string
+}
+
+func (da *deviceAlerts) observe(d *Daemon, h health.Health) {
+	state := h.State
+	if h.State == health.StateFailing {
+		state += " (" + h.Kind + ")"
+	}
+	da.mu.Lock()
+	if da.last == nil {
+		da.last = map[string]string{}
+	}
+	prev, seen := da.last[h.Device]
+	da.last[h.Device] = state
+	da.mu.Unlock()
+	if prev == state || (!seen && h.State == health.StateOK) {
+		// Healthy from the first check on is no news.
+		return
+	}
+	value := state
+	if h.State == health.StateFailing {
+		value += ": " + h.Error
+	}
+	d.alerts.Emit(alerts.Event{Name: alerts.DeviceChanged, Kind: alerts.KindAttribute, Node: d.self,
+		Attribute: "fence-device-" + h.Device, Value: value})
+}

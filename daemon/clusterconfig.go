@@ -1,0 +1,498 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fenced/fenced/daemon/alerts"
+	"github.com/fenced/fenced/daemon/api"
+	"github.com/fenced/fenced/daemon/config"
+	"github.com/fenced/fenced/quorum"
+)
+
+// One configuration for the whole cluster.
+//
+// Every node fingerprints the cluster-wide part of its configuration
+// (config.ClusterKeys: one hash per key; quorum.FingerprintOf: one of them
+// all) and advertises the fingerprint in its gossip metadata. The leader
+// commits the cluster's fingerprint through the log:
+//
+//   - when none is committed yet (a new cluster, or one upgraded from a
+//     fenced without fingerprints), the one a majority of the configured
+//     nodes advertises, once the leader runs it too;
+//   - when every configured node is alive and runs the same configuration,
+//     other than the committed one (a change made on every node and
+//     reloaded or restarted everywhere);
+//   - on `fencectl config accept [NODE]`: NODE's (default: the node asked).
+//
+// A node whose fingerprint differs from the committed one — or, before any
+// is committed, from the one a majority runs — is not eligible for primacy
+// (SetIneligible "config"): a holder keeps its tenure, but none is granted
+// to it, and an ineligible leader hands leadership on. Status shows every
+// such node as CONFIG MISMATCH with the keys that differ (its per-key
+// hashes are fetched by a call, and compared with the committed ones), the
+// node logs it and raises a config alert. When no running data node is
+// eligible, every node says so, with what to do.
+
+// Forwarded methods of the cluster configuration.
+const (
+	fwdConfigKeys   = "config-keys"   // this node's per-key hashes
+	fwdConfigAccept = "config-accept" // commit a node's fingerprint (on the leader)
+)
+
+// ownConfig is this node's cluster-wide configuration as hashes.
+type ownConfig struct {
+	hash string
+	keys map[string]string
+}
+
+func (d *Daemon) setOwnConfig(c *config.Config) {
+	keys := c.ClusterKeys()
+	d.own.Store(&ownConfig{hash: quorum.FingerprintOf(keys), keys: keys})
+}
+
+// OwnFingerprint is the fingerprint of this node's cluster-wide
+// configuration.
+func (d *Daemon) OwnFingerprint() string { return d.own.Load().hash }
+
+// configWatch is the state of configLoop that the API reads.
+type configWatch struct {
+	mu sync.Mutex
+	// remote holds other nodes' per-key hashes, fetched for the nodes
+	// whose fingerprint differs from the committed one.
+	remote map[string]remoteKeys
+	// noEligible, when set, says that no running data node may take
+	// primacy, and what to do.
+	noEligible string
+	// selfReason is why this node's configuration makes it ineligible.
+	selfReason string
+	lastReload *api.ReloadInfo
+
+	// Loop goroutine only.
+	mismatched   bool
+	quorumHad    bool
+	quorumLostAt time.Time // when quorum went missing (zero: have it)
+	quorumLost   bool      // the loss was alerted
+	commitAfter  time.Time
+}
+
+type remoteKeys struct {
+	hash    string
+	keys    map[string]string
+	err     string
+	fetched time.Time
+}
+
+// advert is one configured node's advertised fingerprint as gossip sees it.
+type advert struct {
+	node    string
+	alive   bool
+	hash    string // "" when not alive or not advertised (an older fenced)
+	witness bool
+	standby bool
+}
+
+// configLoop keeps this node's eligibility, the committed fingerprint (on
+// the leader) and the quorum alerts up to date, until done is closed.
+func (d *Daemon) configLoop(done <-chan struct{}) {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		changed := d.raft.FSM().Changed()
+		d.configStep(time.Now())
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		case <-changed:
+		}
+	}
+}
+
+// adverts lists every configured node's advertised fingerprint.
+func (d *Daemon) adverts() []advert {
+	standby := d.raft.FSM().View().Standby
+	var out []advert
+	for _, m := range d.members.Members() {
+		a := advert{node: m.Name, alive: m.State == "alive" || m.State == "suspect", witness: d.kindOf(m.Name) == config.RoleWitness, standby: standby[m.Name]}
+		if m.Name == d.self {
+			a.alive, a.hash = true, d.own.Load().hash
+		} else if a.alive {
+			a.hash = m.Meta.Config
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// majorityHash is the fingerprint at least need of the nodes advertise, or "".
+func majorityHash(ads []advert, need int) string {
+	count := map[string]int{}
+	for _, a := range ads {
+		if a.hash != "" {
+			count[a.hash]++
+		}
+	}
+	for h, n := range count {
+		if n >= need {
+			return h
+		}
+	}
+	return ""
+}
+
+// configEligibility says why a node running own may not take primacy
+// because of its configuration ("" = it may).
+func configEligibility(own *ownConfig, committed *quorum.ConfigFingerprint, ads []advert, majority int) string {
+	if committed != nil {
+		if own.hash == committed.Hash {
+			return ""
+		}
+		keys := config.DifferingKeys(own.keys, committed.Keys)
+		return fmt.Sprintf("CONFIG MISMATCH: this node's configuration (fingerprint %s) differs from the cluster's (%s, committed by %s) in %s",
+			own.hash, committed.Hash, committed.By, keyList(keys))
+	}
+	switch m := majorityHash(ads, majority); m {
+	case own.hash:
+		return ""
+	case "":
+		var seen []string
+		for _, a := range ads {
+			h := a.hash
+			if h == "" {
+				h = "not seen"
+			}
+			seen = append(seen, a.node+" "+h)
+		}
+		return "waiting for a majority of the configured nodes to run one configuration (" + strings.Join(seen, ", ") + ")"
+	default:
+		return fmt.Sprintf("CONFIG MISMATCH: this node's configuration (fingerprint %s) differs from the one a majority of the nodes runs (%s)", own.hash, m)
+	}
+}
+
+// keyList names at most 10 keys.
+func keyList(keys []string) string {
+	if len(keys) > 10 {
+		return strings.Join(keys[:10], ", ") + fmt.Sprintf(" and %d more", len(keys)-10)
+	}
+	return strings.Join(keys, ", ")
+}
+
+// toCommit says whether the leader, running own, should commit its own
+// fingerprint, and why.
+func toCommit(own string, committed *quorum.ConfigFingerprint, ads []advert, majority int) (bool, string) {
+	if committed == nil {
+		if majorityHash(ads, majority) == own {
+			return true, "a majority of the configured nodes runs it"
+		}
+		return false, ""
+	}
+	if committed.Hash == own {
+		return false, ""
+	}
+	for _, a := range ads {
+		if !a.alive || a.hash != own {
+			return false, ""
+		}
+	}
+	return true, "every configured node runs it"
+}
+
+// noEligibleWarning says, when no running data node may take primacy
+// because of its configuration, what to do ("" otherwise).
+func noEligibleWarning(committed *quorum.ConfigFingerprint, ads []advert) string {
+	if committed == nil {
+		return ""
+	}
+	data, differing := 0, 0
+	for _, a := range ads {
+		if !a.alive || a.witness || a.standby {
+			continue
+		}
+		data++
+		if a.hash != committed.Hash {
+			differing++
+		}
+	}
+	if data == 0 || differing < data {
+		return ""
+	}
+	return fmt.Sprintf("NO NODE ELIGIBLE for primacy: every running data node's configuration differs from the cluster's (%s); "+
+		"if the primary failed now, no node would take over. Once every node runs the new file, run `fencectl config accept` "+
+		"(it commits the configuration of the node asked); or restore the committed file and `fencectl reload`", committed.Hash)
+}
+
+// configStep is one round of configLoop.
+func (d *Daemon) configStep(now time.Time) {
+	cw := &d.cw
+	own := d.own.Load()
+	committed := d.raft.FSM().Config()
+	ads := d.adverts()
+	majority := d.cfg.Majority()
+
+	reason := configEligibility(own, committed, ads, majority)
+	cw.mu.Lock()
+	prevReason := cw.selfReason
+	cw.selfReason = reason
+	cw.mu.Unlock()
+	if reason != prevReason {
+		d.SetIneligible("config", reason)
+	}
+	mismatch := strings.HasPrefix(reason, "CONFIG MISMATCH")
+	if mismatch != cw.mismatched {
+		cw.mismatched = mismatch
+		if mismatch {
+			d.log.Warn("configuration differs from the cluster's: not eligible for primacy", "reason", reason)
+			d.alerts.Emit(alerts.Event{Name: alerts.ConfigMismatch, Kind: alerts.KindAttribute, Node: d.self,
+				Attribute: "config", Value: "mismatch: " + strings.TrimPrefix(reason, "CONFIG MISMATCH: ")})
+		} else {
+			d.log.Info("configuration matches the cluster's again", "fingerprint", own.hash)
+			d.alerts.Emit(alerts.Event{Name: alerts.ConfigMatch, Kind: alerts.KindAttribute, Node: d.self,
+				Attribute: "config", Value: "match: fingerprint " + own.hash})
+		}
+	}
+
+	warn := noEligibleWarning(committed, ads)
+	cw.mu.Lock()
+	prevWarn := cw.noEligible
+	cw.noEligible = warn
+	cw.mu.Unlock()
+	if warn != "" && prevWarn == "" {
+		d.log.Error("configuration: no node is eligible for primacy", "what_to_do", warn)
+		d.alerts.Emit(alerts.Event{Name: alerts.ConfigMismatch, Kind: alerts.KindAttribute, Node: d.self,
+			Attribute: "config", Value: warn})
+	}
+
+	if d.raft.IsLeader() && now.After(cw.commitAfter) {
+		if ok, why := toCommit(own.hash, committed, ads, majority); ok {
+			fp := &quorum.ConfigFingerprint{Hash: own.hash, Keys: own.keys, Node: d.self, By: "leader (" + why + ")", Time: now}
+			if _, err := d.raft.Apply(quorum.Command{Op: quorum.OpConfig, Config: fp}, d.commitTimeout()); err != nil {
+				d.log.Warn("commit the cluster's configuration fingerprint", "err", err)
+				cw.commitAfter = now.Add(time.Second)
+			} else {
+				d.log.Info("cluster configuration fingerprint committed", "fingerprint", own.hash, "why", why)
+			}
+		}
+	}
+	d.fetchRemoteKeys(committed, ads, now)
+	d.quorumStep(now)
+}
+
+// fetchRemoteKeys asks every node whose fingerprint differs from the
+// committed one for its per-key hashes (once per fingerprint; again after
+// a failure 5s later), and forgets the rest.
+func (d *Daemon) fetchRemoteKeys(committed *quorum.ConfigFingerprint, ads []advert, now time.Time) {
+	cw := &d.cw
+	cw.mu.Lock()
+	if cw.remote == nil {
+		cw.remote = map[string]remoteKeys{}
+	}
+	var ask []advert
+	for _, a := range ads {
+		r, ok := cw.remote[a.node]
+		switch {
+		case committed == nil || a.node == d.self || a.hash == "" || a.hash == committed.Hash:
+			delete(cw.remote, a.node)
+		case !ok || r.hash != a.hash || (r.err != "" && now.Sub(r.fetched) > 5*time.Second):
+			ask = append(ask, a)
+		}
+	}
+	cw.mu.Unlock()
+	for _, a := range ask {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		body, err := d.members.Call(ctx, a.node, fwdConfigKeys, nil)
+		cancel()
+		r := remoteKeys{hash: a.hash, fetched: now}
+		var reply configKeysReply
+		switch {
+		case err != nil:
+			r.err = err.Error()
+		case json.Unmarshal(body, &reply) != nil || quorum.FingerprintOf(reply.Keys) != reply.Hash:
+			r.err = "malformed answer"
+		default:
+			r.hash, r.keys = reply.Hash, reply.Keys
+		}
+		cw.mu.Lock()
+		cw.remote[a.node] = r
+		cw.mu.Unlock()
+	}
+}
+
+// configKeysReply is the answer to fwdConfigKeys.
+type configKeysReply struct {
+	Hash string            `json:"hash"`
+	Keys map[string]string `json:"keys"`
+}
+
+func (d *Daemon) answerConfigKeys() ([]byte, error) {
+	own := d.own.Load()
+	return json.Marshal(configKeysReply{Hash: own.hash, Keys: own.keys})
+}
+
+// quorumStep raises the quorum alerts: lost when, after this node once had
+// quorum, it has seen fewer than a majority of the configured nodes for
+// longer than a lease, or known no leader for longer than three (a
+// failover's election takes about one: it is alerted by its fence and its
+// new primary, not as a loss of quorum); regained when both are back.
+func (d *Daemon) quorumStep(now time.Time) {
+	cw := &d.cw
+	alive := 0
+	for _, m := range d.members.Members() {
+		if m.State == "alive" || m.State == "suspect" {
+			alive++
+		}
+	}
+	need := d.cfg.Majority()
+	have := d.raft.Leader() != "" && alive >= need
+	switch {
+	case have:
+		if cw.quorumLost {
+			d.log.Info("quorum regained", "seen", alive, "needed", need)
+			d.alerts.Emit(alerts.Event{Name: alerts.QuorumRegained, Kind: alerts.KindAttribute, Node: d.self, Attribute: "quorum",
+				Value: fmt.Sprintf("regained: %d of %d configured nodes seen, leader %s", alive, len(d.cfg.Nodes), d.raft.Leader())})
+		}
+		cw.quorumHad, cw.quorumLost, cw.quorumLostAt = true, false, time.Time{}
+	case !cw.quorumHad || cw.quorumLost:
+	case cw.quorumLostAt.IsZero():
+		cw.quorumLostAt = now
+	case now.Sub(cw.quorumLostAt) > d.cfg.Timing.Lease.D() && (alive < need || now.Sub(cw.quorumLostAt) > 3*d.cfg.Timing.Lease.D()):
+		cw.quorumLost = true
+		why := fmt.Sprintf("lost: %d of %d configured nodes seen, %d needed", alive, len(d.cfg.Nodes), need)
+		if d.raft.Leader() == "" {
+			why += ", no leader"
+		}
+		d.log.Warn("quorum lost", "seen", alive, "needed", need, "leader", d.raft.Leader())
+		d.alerts.Emit(alerts.Event{Name: alerts.QuorumLost, Kind: alerts.KindAttribute, Node: d.self, Attribute: "quorum", Value: why})
+	}
+}
+
+// configStatus is the configuration part of the status.
+func (d *Daemon) configStatus(nodes []api.NodeStatus) *api.ConfigStatus {
+	own := d.own.Load()
+	committed := d.raft.FSM().Config()
+	cs := &api.ConfigStatus{Fingerprint: own.hash, File: d.cfg.File()}
+	cw := &d.cw
+	cw.mu.Lock()
+	cs.Warning = cw.noEligible
+	cs.LastReload = cw.lastReload
+	remote := maps.Clone(cw.remote)
+	selfReason := cw.selfReason
+	cw.mu.Unlock()
+	if committed == nil {
+		cs.Match = selfReason == ""
+		return cs
+	}
+	cs.Committed, cs.CommittedBy, cs.CommittedNode = committed.Hash, committed.By, committed.Node
+	cs.CommittedAt = wallPtr(committed.Time)
+	cs.Match = own.hash == committed.Hash
+	if !cs.Match {
+		cs.Differing = config.DifferingKeys(own.keys, committed.Keys)
+	}
+	for i := range nodes {
+		n := &nodes[i]
+		switch {
+		case n.Config == "" || n.Config == committed.Hash:
+		case n.Name == d.self:
+			n.ConfigMismatch, n.ConfigDiffering = true, cs.Differing
+		default:
+			n.ConfigMismatch = true
+			if r, ok := remote[n.Name]; ok && r.hash == n.Config && r.err == "" {
+				n.ConfigDiffering = config.DifferingKeys(r.keys, committed.Keys)
+			}
+		}
+	}
+	return cs
+}
+
+// configAccept commits the fingerprint of node's configuration (default:
+// this node's) as the cluster's, on the leader wherever it is.
+func (d *Daemon) configAccept(ctx context.Context, req AdminRequest) (json.RawMessage, error) {
+	if req.Node == "" {
+		req.Node = d.self
+	}
+	if _, ok := d.cfg.NodeByName(req.Node); !ok {
+		return nil, &userError{fmt.Errorf("unknown node %q", req.Node)}
+	}
+	for try := 0; ; try++ {
+		var out json.RawMessage
+		var err error
+		if d.raft.IsLeader() {
+			out, err = d.configAcceptLocal(ctx, req)
+		} else if leader := d.raft.Leader(); leader == "" {
+			err = errNoLeader
+		} else {
+			body, _ := json.Marshal(req)
+			out, err = d.members.Call(ctx, leader, fwdConfigAccept, body)
+		}
+		if err != nil && isRetry(err) && try < 5 && ctx.Err() == nil {
+			sleepCtx(ctx, d.cfg.Timing.Lease.D()/2)
+			continue
+		}
+		return out, err
+	}
+}
+
+// configAcceptLocal runs an accept on the leader: it gets the node's
+// per-key hashes (its own, or by a call), checks them against what the
+// node advertises, and commits them.
+func (d *Daemon) configAcceptLocal(ctx context.Context, req AdminRequest) (json.RawMessage, error) {
+	if !d.raft.IsLeader() {
+		return nil, errNotLeader
+	}
+	var keys configKeysReply
+	if req.Node == d.self {
+		own := d.own.Load()
+		keys = configKeysReply{Hash: own.hash, Keys: own.keys}
+	} else {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		body, err := d.members.Call(cctx, req.Node, fwdConfigKeys, nil)
+		cancel()
+		if err != nil {
+			return nil, &userError{fmt.Errorf("%s does not answer (%v): only a running node's configuration can be accepted", req.Node, err)}
+		}
+		if json.Unmarshal(body, &keys) != nil || quorum.FingerprintOf(keys.Keys) != keys.Hash {
+			return nil, fmt.Errorf("%s answered a malformed configuration fingerprint", req.Node)
+		}
+	}
+	ads := d.adverts()
+	eligible := false
+	for _, a := range ads {
+		if a.alive && !a.witness && !a.standby && (a.hash == keys.Hash || a.node == req.Node) {
+			eligible = true
+		}
+	}
+	if !eligible {
+		return nil, &userError{fmt.Errorf("no running data node (out of standby) runs %s's configuration %s: accepting it would leave no node eligible for primacy", req.Node, keys.Hash)}
+	}
+	prev := d.raft.FSM().Config()
+	fp := &quorum.ConfigFingerprint{Hash: keys.Hash, Keys: keys.Keys, Node: req.Node, By: req.RequestedBy, Time: time.Now()}
+	if _, err := d.raft.Apply(quorum.Command{Op: quorum.OpConfig, Config: fp}, d.commitTimeout()); err != nil {
+		return nil, err
+	}
+	d.log.Warn("cluster configuration accepted", "fingerprint", keys.Hash, "of", req.Node, "by", req.RequestedBy)
+	reply := api.ConfigAcceptReply{SchemaVersion: SchemaVersion, Fingerprint: keys.Hash, Node: req.Node, Differing: []api.NodeConfig{}}
+	if prev != nil {
+		reply.Previous = prev.Hash
+	}
+	for _, a := range ads {
+		if a.hash == keys.Hash || a.node == req.Node {
+			continue
+		}
+		nc := api.NodeConfig{Node: a.node, Fingerprint: a.hash, State: "running another configuration"}
+		if !a.alive {
+			nc.State = "not seen"
+		}
+		if v := d.raft.FSM().View(); v.Holder == a.node && v.HolderState != quorum.HolderReleased {
+			nc.State += "; it is the primary: it keeps serving but will not be granted primacy again: hand over (fencectl transfer), then restart or reload it with the new file"
+		}
+		reply.Differing = append(reply.Differing, nc)
+	}
+	slices.SortFunc(reply.Differing, func(a, b api.NodeConfig) int { return strings.Compare(a.Node, b.Node) })
+	return json.Marshal(reply)
+}

@@ -1,0 +1,141 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/fenced/fenced/agents"
+	"github.com/fenced/fenced/daemon/api"
+	"github.com/fenced/fenced/daemon/config"
+)
+
+// ReloadError is a reload that was refused: the running configuration
+// stays in force. Problems are the file's, each at its line.
+type ReloadError struct {
+	File     string
+	Problems config.Problems
+	// Restart marks problems that only a restart can apply.
+	Restart bool
+}
+
+func (e *ReloadError) Error() string {
+	what := "configuration invalid"
+	if e.Restart {
+		what = "changes that need a restart"
+	}
+	return fmt.Sprintf("reload of %s refused (%s); the running configuration stays in force:\n%s", e.File, what, e.Problems.Error())
+}
+
+// ErrorKind travels with the error when it is forwarded.
+func (e *ReloadError) ErrorKind() string { return api.CodeRefused }
+
+// Reload reads the configuration file again and applies it without a
+// restart: devices (parameters, secrets' files, timeouts, monitor
+// intervals), fence topologies and alerts. The new file is checked first
+// as at start (LoadConfig); a file with problems, or one that changes what
+// only a restart can (config.RestartNeeded), is refused as a whole and the
+// running configuration stays. SIGHUP and `fencectl reload` call it.
+func (d *Daemon) Reload(ctx context.Context) (api.ReloadReply, error) {
+	d.reloadMu.Lock()
+	defer d.reloadMu.Unlock()
+	file := d.cfg.File()
+	reg := d.opts.Registry
+	if reg == nil {
+		reg = agents.Default
+	}
+	next, err := LoadConfig(file, d.self, "", reg)
+	if err == nil {
+		if ps := config.RestartNeeded(d.base, next); len(ps) > 0 {
+			err = &ReloadError{File: file, Problems: ps, Restart: true}
+		}
+	} else {
+		var ps config.Problems
+		if errors.As(err, &ps) {
+			err = &ReloadError{File: file, Problems: ps}
+		} else {
+			err = &ReloadError{File: file, Problems: config.Problems{{File: file, Msg: err.Error()}}}
+		}
+	}
+	now := time.Now()
+	if err != nil {
+		var re *ReloadError
+		errors.As(err, &re)
+		for _, p := range re.Problems {
+			d.log.Error("reload refused: the running configuration stays in force", "problem", p.String())
+		}
+		d.setLastReload(&api.ReloadInfo{Time: wallPtr(now), OK: false, Error: err.Error()})
+		return api.ReloadReply{}, err
+	}
+	running := d.config()
+	changed := config.LiveChanges(running, next)
+	// The fingerprint is the file's, as at start; what cannot change is
+	// then the running configuration's (equal to the file's but for what
+	// start adjusted: the storage's monitor interval).
+	d.setOwnConfig(next)
+	next.Storage, next.Resources = running.Storage, running.Resources
+	d.live.Store(next)
+	d.SetMetaNow()
+	d.health.Reconfigure(ctx, d.deviceWatchList(next))
+	d.alerts.Configure(next.AlertAgents())
+	d.reconfigureTenure()
+	d.setLastReload(&api.ReloadInfo{Time: wallPtr(now), OK: true})
+	own := d.own.Load()
+	reply := api.ReloadReply{SchemaVersion: SchemaVersion, Node: d.self, File: file, Changed: changed, Fingerprint: own.hash}
+	if c := d.raft.FSM().Config(); c != nil {
+		reply.Committed, reply.Match = c.Hash, c.Hash == own.hash
+	}
+	if changed == nil {
+		reply.Changed = []string{}
+	}
+	d.log.Info("configuration reloaded", "file", file, "changed", fmt.Sprint(changed), "fingerprint", own.hash, "matches_cluster", reply.Match)
+	for _, w := range next.Warnings() {
+		d.log.Warn("configuration", "warning", w.String())
+	}
+	return reply, nil
+}
+
+// ConfigFile is the configuration file the daemon runs (and reloads).
+func (d *Daemon) ConfigFile() string { return d.cfg.File() }
+
+func (d *Daemon) setLastReload(r *api.ReloadInfo) {
+	d.cw.mu.Lock()
+	d.cw.lastReload = r
+	d.cw.mu.Unlock()
+}
+
+// configRoutes serves reload and config accept.
+func (d *Daemon) configRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/reload", func(w http.ResponseWriter, r *http.Request) {
+		reply, err := d.Reload(r.Context())
+		if err != nil {
+			writeError(w, http.StatusBadRequest, api.CodeRefused, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, reply)
+	})
+	mux.HandleFunc("POST /v1/config/accept", func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body) // read and bounded by readBody
+		req, err := api.DecodeAdminRequest(body)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, api.CodeBadRequest, err)
+			return
+		}
+		req.RequestedBy = "fencectl@" + d.self
+		if u := peerUser(r.Context()); u != "" {
+			req.RequestedBy = api.CleanText(u) + "@" + d.self
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
+		defer cancel()
+		out, err := d.configAccept(ctx, req)
+		if err != nil {
+			status, code := adminErrorStatus(err)
+			writeError(w, status, code, err)
+			return
+		}
+		writeAdminReply(w, fwdConfigAccept, out)
+	})
+}
