@@ -83,6 +83,7 @@ type Membership struct {
 	// of them (it holds its lock then): the nodes Members lists are
 	// memberlist's own, which it changes under that lock.
 	metas   map[string][]byte
+	addrs   map[string]*memberlist.Node // see mlEvents.touch
 	pending map[uint64]chan rpcMsg
 	metaCh  chan struct{}
 }
@@ -105,7 +106,7 @@ func JoinMembership(o MembershipOptions, initial Meta) (*Membership, error) {
 	port, _ := strconv.Atoi(portStr)
 
 	m := &Membership{opts: o, log: log, stop: make(chan struct{}),
-		contact: map[string]time.Time{}, rtt: map[string]time.Duration{}, left: map[string]bool{}, metas: map[string][]byte{},
+		contact: map[string]time.Time{}, rtt: map[string]time.Duration{}, left: map[string]bool{}, metas: map[string][]byte{}, addrs: map[string]*memberlist.Node{},
 		pending: map[uint64]chan rpcMsg{}, metaCh: make(chan struct{}, 1)}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.meta.Store(&initial)
@@ -341,11 +342,30 @@ func (m *Membership) setBeaconHandler(h func([]byte)) {
 	m.beacons.Store(&h)
 }
 
+// peer returns this node's own copy of where member name is (nil when it
+// is not a live member): memberlist's Node structs change under it.
+func (m *Membership) peer(name string) *memberlist.Node {
+	live := false
+	for _, n := range m.ml.Members() {
+		live = live || n.Name == name // a Name never changes
+	}
+	if !live {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.addrs[name]
+}
+
 // sendBeacons sends msg to every other member as a best-effort (UDP)
 // datagram.
 func (m *Membership) sendBeacons(msg []byte) {
-	for _, n := range m.ml.Members() {
-		if n.Name == m.opts.Self {
+	for _, p := range m.opts.Peers {
+		if p.Name == m.opts.Self {
+			continue
+		}
+		n := m.peer(p.Name)
+		if n == nil {
 			continue
 		}
 		if err := m.ml.SendBestEffort(n, msg); err != nil {
@@ -359,12 +379,7 @@ var ErrNoRoute = errors.New("node not reachable")
 
 // Call sends a request to node and waits for its answer.
 func (m *Membership) Call(ctx context.Context, node, method string, body []byte) ([]byte, error) {
-	var target *memberlist.Node
-	for _, n := range m.ml.Members() {
-		if n.Name == node {
-			target = n
-		}
-	}
+	target := m.peer(node)
 	if target == nil {
 		return nil, fmt.Errorf("forward to %s: %w", node, ErrNoRoute)
 	}
@@ -451,12 +466,9 @@ func (m *Membership) handleMsg(b []byte) {
 			}
 		}
 		out := encodeReply(reply)
-		for _, n := range m.ml.Members() {
-			if n.Name == msg.From {
-				if err := m.sendMsg(n, out); err != nil {
-					m.log.Warn("gossip: reply", "to", msg.From, "err", err)
-				}
-				return
+		if n := m.peer(msg.From); n != nil {
+			if err := m.sendMsg(n, out); err != nil {
+				m.log.Warn("gossip: reply", "to", msg.From, "err", err)
 			}
 		}
 	}()
@@ -484,6 +496,9 @@ func (e *mlEvents) touch(n *memberlist.Node, left bool) {
 	e.contact[n.Name] = time.Now()
 	e.left[n.Name] = left
 	e.metas[n.Name] = append([]byte(nil), n.Meta...)
+	// A copy of where the node is, for sending to it: memberlist updates
+	// its own Node structs in place, under its lock, while they are in use.
+	e.addrs[n.Name] = &memberlist.Node{Name: n.Name, Addr: append(net.IP(nil), n.Addr...), Port: n.Port}
 }
 func (e *mlEvents) NotifyJoin(n *memberlist.Node) {
 	e.touch(n, false)
