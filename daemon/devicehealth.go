@@ -24,6 +24,9 @@ func newDeviceMonitor(d *Daemon) *health.Monitor {
 
 // deviceWatchList is what this node checks under cfg (see newDeviceMonitor).
 func (d *Daemon) deviceWatchList(cfg *config.Config) []health.Device {
+	if self, ok := cfg.NodeByName(d.self); ok && self.Witness() {
+		return nil // a witness fences nobody and holds no device secrets
+	}
 	var devs []health.Device
 	seen := map[string]bool{}
 	for _, n := range cfg.Nodes {

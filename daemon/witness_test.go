@@ -76,6 +76,19 @@ func TestWitnessKillFailover(t *testing.T) {
 	if p.Index == witness {
 		t.Fatal("the witness is primary")
 	}
+	// A witness checks no fence device: it fences nobody and holds no
+	// device secrets.
+	if st, err := c.Nodes[witness].Status(ctxT(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	} else {
+		for _, fp := range st.FencePaths {
+			for _, dv := range fp.Devices {
+				if dv.State == "ok" || dv.State == "failing" {
+					t.Errorf("the witness checked %s: %s", dv.Device, dv.State)
+				}
+			}
+		}
+	}
 	p.Kill()
 	q, e2 := successorWriting(t, c, p, e1)
 	if q.Index == witness {
