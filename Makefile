@@ -5,7 +5,7 @@ LDFLAGS := -X github.com/fenced/fenced/daemon.Version=$(VERSION)
 TEST_TIMEOUT ?= 25m
 DIST    ?= dist
 
-.PHONY: all build demo test test-deps unit package clean
+.PHONY: all build demo test test-deps unit package clean nemesis
 
 all: build
 
@@ -26,8 +26,21 @@ demo: build
 # machines.
 test: test-deps
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v '/daemon$$')
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v -e '/daemon$$' -e '/harness/nemesis$$')
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./daemon
+	$(GO) test -count=1 -v -timeout $(TEST_TIMEOUT) ./harness/nemesis
+
+# The nemesis (see README, "How safety is tested"): random faults against
+# real processes on simulated machines with a shared ext4, then the checker.
+# Root. Default timing (lease 3s); TIMING=ci for the CI profile (lease 1.5s).
+FAULTS ?= 1000
+NODES  ?= 5
+SEED   ?= 0
+TIMING ?= default
+nemesis: build
+	$(GO) build -o bin/nemesis ./harness/nemesis/cmd/nemesis
+	./bin/nemesis run --nodes $(NODES) --faults $(FAULTS) --seed $(SEED) --timing $(TIMING) \
+		--fenced bin/fenced --fencectl bin/fencectl $(if $(DIR),--dir $(DIR))
 
 test-deps:
 	./.ci/install-deps

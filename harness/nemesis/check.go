@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"sort"
 	"strings"
 	"time"
 
@@ -143,9 +144,27 @@ func checkHandovers(recs []Record, hist []HistoryRecord) (out []Violation, chang
 
 var panicRE = regexp.MustCompile(`(?m)^panic: |^fatal error: |^goroutine \d+ \[running\]:|^WARNING: DATA RACE`)
 
+// maxPerCheck bounds the violations reported per check; the rest are
+// counted.
+const maxPerCheck = 10
+
 // check runs every check and says what it checked.
 func check(in checkInput) (vs []Violation, checks []string) {
-	add := func(v ...Violation) { vs = append(vs, v...) }
+	count := map[string]int{}
+	defer func() {
+		for _, k := range sortedKeys(count) {
+			if n := count[k] - maxPerCheck; n > 0 {
+				vs = append(vs, Violation{Check: k, Detail: fmt.Sprintf("… and %d more of this kind", n)})
+			}
+		}
+	}()
+	add := func(v ...Violation) {
+		for _, x := range v {
+			if count[x.Check]++; count[x.Check] <= maxPerCheck {
+				vs = append(vs, x)
+			}
+		}
+	}
 	for _, b := range in.blindBad {
 		add(Violation{"blind log", "unreadable " + b})
 	}
@@ -208,4 +227,13 @@ func check(in checkInput) (vs []Violation, checks []string) {
 	}
 	checks = append(checks, fmt.Sprintf("node logs (%d): no panic, no BMC password", len(names)))
 	return vs, checks
+}
+
+func sortedKeys(m map[string]int) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -408,7 +408,7 @@ func slowLink(r *faultRun) error {
 // takeover must block (no other writer) until the BMC is fixed or an
 // administrator confirms the node down after making sure it is.
 func (r *faultRun) blockedTakeover(fix func()) {
-	d := r.hold(2, 4)
+	d := r.hold(1.5, 3)
 	if rec, ok := r.newTenure(); ok && rec.Node != r.prim.name {
 		r.f.Violation = fmt.Sprintf("%s wrote under epoch %d at %s while %s's BMC could not power it off and nobody confirmed it down",
 			rec.Node, rec.Epoch, rec.Time.Format(time.RFC3339Nano), r.prim.name)

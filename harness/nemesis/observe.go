@@ -316,3 +316,17 @@ func (t *blindTail) wroteSince(node string, epoch uint64, since time.Time) bool 
 	}
 	return false
 }
+
+// gap is the longest stretch in [from, to] without a write.
+func (t *blindTail) gap(from, to time.Time) time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	i := sort.Search(len(t.recs), func(i int) bool { return !t.recs[i].Time.Before(from) })
+	prev := from
+	var g time.Duration
+	for ; i < len(t.recs) && !t.recs[i].Time.After(to); i++ {
+		g = max(g, t.recs[i].Time.Sub(prev))
+		prev = t.recs[i].Time
+	}
+	return max(g, to.Sub(prev))
+}

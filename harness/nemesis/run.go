@@ -57,7 +57,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	defer c.close()
 	res.Lease = c.timing.Lease.D()
 	c.progress("nemesis: seed %d, %d nodes, %d faults, lease %v, dir %s", o.Seed, o.Nodes, o.Faults, res.Lease, o.Dir)
-	if _, err := c.waitRecovered(ctx, o.RecoveryTimeout); err != nil {
+	if _, err := c.waitRecovered(ctx, o.RecoveryTimeout, nil); err != nil {
 		return nil, fmt.Errorf("cluster never served: %w", err)
 	}
 	kinds := c.kinds()
@@ -185,22 +185,22 @@ func (c *cluster) runFault(ctx context.Context, i int, kinds []kindDef) Fault {
 		pick -= k.weight
 	}
 	f := Fault{N: i + 1, Kind: k.name}
-	prim, epoch := c.obs.primary()
-	if prim == nil {
-		// waitRecovered saw one a moment ago; take the last writer.
-		if rec, ok := c.tail.last(); ok {
-			prim, epoch = c.byName(rec.Node), rec.Epoch
+	r := &faultRun{c: c, ctx: ctx, rng: rng, f: &f, lease: c.timing.Lease.D()}
+	// The primary as its API says and as the blind log shows must agree.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		prim, epoch := c.obs.primary()
+		rec, ok := c.tail.last()
+		if prim != nil && ok && rec.Node == prim.name && rec.Epoch == epoch && time.Since(rec.Time) < time.Second {
+			r.prim, r.node, r.epoch = prim, prim.name, epoch
+			break
 		}
+		if time.Now().After(deadline) {
+			f.Stuck = "no primary writing before the fault"
+			return f
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	if prim == nil {
-		f.Stuck = "no primary before the fault"
-		return f
-	}
-	r := &faultRun{c: c, ctx: ctx, rng: rng, f: &f, lease: c.timing.Lease.D(), prim: prim}
-	f.Primary, f.Epoch = prim.name, epoch
-	if rec, ok := c.tail.last(); ok {
-		r.node, r.epoch = rec.Node, rec.Epoch
-	}
+	f.Primary, f.Epoch = r.node, r.epoch
 	f.Start = time.Now()
 	c.event("fault", "", k.name, fmt.Sprintf("fault %d", f.N))
 	if err := k.run(r); err != nil {
@@ -212,7 +212,7 @@ func (c *cluster) runFault(ctx context.Context, i int, kinds []kindDef) Fault {
 	if rec, ok := r.newTenure(); ok {
 		f.Takeover, f.NewWriter = rec.Time.Sub(f.Start), fmt.Sprintf("%s@%d", rec.Node, rec.Epoch)
 	}
-	at, err := c.waitRecovered(ctx, c.opts.RecoveryTimeout)
+	at, err := c.waitRecovered(ctx, c.opts.RecoveryTimeout, r)
 	f.Recovered = at
 	if err != nil {
 		f.Stuck = err.Error()
@@ -222,6 +222,7 @@ func (c *cluster) runFault(ctx context.Context, i int, kinds []kindDef) Fault {
 		f.Takeover, f.NewWriter = rec.Time.Sub(f.Start), fmt.Sprintf("%s@%d", rec.Node, rec.Epoch)
 	}
 	f.Blocked = f.Blocked || c.obs.blockedBetween(f.Start, f.Recovered)
+	f.Gap = c.tail.gap(f.Start, f.Recovered)
 	c.event("recovered", "", k.name, fmt.Sprintf("fault %d", f.N))
 	// A quiet moment before the next fault.
 	r.sleep(r.between(0.2, 0.8))
@@ -288,19 +289,8 @@ func (c *cluster) healAll(ctx context.Context, r *faultRun) {
 		n.thaw()
 	}
 	for _, n := range c.nodes {
-		if !n.on() {
-			mono, boot := r.offsets()
-			if err := n.powerOn(ctx, mono, boot); err != nil {
-				errs = append(errs, err)
-			}
-		} else if p := n.procs(); p.init != 0 && p.daemonPid(c.opts.Fenced) == 0 {
-			// The daemon died (or was killed) and nobody fenced the
-			// machine: start it again, as the machine's service manager
-			// would.
-			time.Sleep(100 * time.Millisecond)
-			if p.daemonPid(c.opts.Fenced) == 0 {
-				n.restartDaemon()
-			}
+		if err := c.healNode(ctx, r, n); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -308,15 +298,55 @@ func (c *cluster) healAll(ctx context.Context, r *faultRun) {
 	}
 }
 
+// healNode powers n on if it is off (with the clock offsets of a new boot)
+// or starts its daemon again if the machine runs without it, as the
+// machine's service manager would.
+func (c *cluster) healNode(ctx context.Context, r *faultRun, n *node) error {
+	if !n.on() {
+		mono, boot := r.offsets()
+		return n.powerOn(ctx, mono, boot)
+	}
+	if p := n.procs(); p.init != 0 && p.daemonPid(c.opts.Fenced) == 0 {
+		time.Sleep(100 * time.Millisecond)
+		if p.daemonPid(c.opts.Fenced) == 0 {
+			return n.restartDaemon()
+		}
+	}
+	return nil
+}
+
 // waitRecovered waits until every machine runs its daemon, exactly one node
 // acts as primary and its writer wrote in the last second, and returns when.
-func (c *cluster) waitRecovered(ctx context.Context, limit time.Duration) (time.Time, error) {
+//
+// A node can go off after the heal: a successor fences a node that was
+// just restarted, as it must. Like an administrator, the harness powers it
+// on again (after a moment, so a fence in progress can finish).
+func (c *cluster) waitRecovered(ctx context.Context, limit time.Duration, r *faultRun) (time.Time, error) {
 	deadline := time.Now().Add(limit)
 	why := ""
+	downSince := map[*node]time.Time{}
 	for {
 		why = c.unhealthy()
 		if why == "" {
 			return time.Now(), nil
+		}
+		for _, n := range c.nodes {
+			down := !n.on()
+			if !down {
+				if p := n.procs(); p.init != 0 && p.daemonPid(c.opts.Fenced) == 0 {
+					down = true
+				}
+			}
+			if !down {
+				delete(downSince, n)
+				continue
+			}
+			if t, ok := downSince[n]; !ok {
+				downSince[n] = time.Now()
+			} else if time.Since(t) > c.timing.Lease.D() && r != nil {
+				c.healNode(ctx, r, n)
+				delete(downSince, n)
+			}
 		}
 		if time.Now().After(deadline) {
 			return time.Time{}, fmt.Errorf("not recovered after %v: %s", limit, why)

@@ -199,10 +199,18 @@ func (s *escapeServer) handle(c *net.UnixConn) error {
 		return err
 	}
 	defer logf.Close()
-	cmd := exec.Command("nsenter", fmt.Sprintf("--mount=/proc/%d/ns/mnt", cred.Pid), "--",
+	// Hold the asking node's mount namespace open: the hook may be gone by
+	// the time nsenter runs.
+	mnt, err := os.Open(fmt.Sprintf("/proc/%d/ns/mnt", cred.Pid))
+	if err != nil {
+		return err
+	}
+	defer mnt.Close()
+	cmd := exec.Command("nsenter", "--mount=/proc/self/fd/3", "--",
 		s.self, "writer", "--node", req.Node, "--epoch", fmt.Sprint(req.Epoch), "--file", req.File,
 		"--blind", req.Blind, "--interval", req.Interval.String())
 	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.ExtraFiles = []*os.File{mnt}
 	cmd.SysProcAttr = &unix.SysProcAttr{Setpgid: true}
 	s.mu.Lock()
 	defer s.mu.Unlock()
