@@ -413,6 +413,10 @@ func (r *faultRun) blockedTakeover(fix func()) {
 		r.f.Violation = fmt.Sprintf("%s wrote under epoch %d at %s while %s's BMC could not power it off and nobody confirmed it down",
 			rec.Node, rec.Epoch, rec.Time.Format(time.RFC3339Nano), r.prim.name)
 	}
+	if s, ok := r.c.obs.actingBetween(r.f.Start, time.Now(), r.prim.name); ok && r.f.Violation == "" {
+		r.f.Violation = fmt.Sprintf("%s acted as primary at epoch %d from %s while %s's BMC could not power it off and nobody confirmed it down",
+			s.Node, s.Epoch, s.From.Format(time.RFC3339Nano), r.prim.name)
+	}
 	if r.c.obs.blockedBetween(r.f.Start, time.Now()) {
 		r.f.Blocked = true
 	} else {
@@ -471,7 +475,9 @@ func slowBMC(r *faultRun) error {
 			return err
 		}
 	}
-	r.waitNewTenure(90 * time.Second)
+	// The fence may fail while the BMC is this slow; the takeover then
+	// retries with backoff, and the heal speeds the BMC up again.
+	r.waitNewTenure(20 * time.Second)
 	return nil
 }
 

@@ -2,6 +2,7 @@ package nemesis
 
 import (
 	"context"
+	"encoding/xml"
 	"fmt"
 	"io"
 	"net"
@@ -309,5 +310,50 @@ func TestRules(t *testing.T) {
 	}
 	if strings.Contains(netRules{peers: []string{"10.0.0.2"}}.nft(), "drop") {
 		t.Error("healed rules still drop")
+	}
+}
+
+// The timeline is well-formed SVG inside HTML, with a row per node, the
+// writes, the fences and the faults.
+func TestTimeline(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	res := &Result{Seed: 7, Nodes: 3, Start: t0, Duration: 150 * time.Second, Summary: "a <summary> & table"}
+	segs := []Segment{
+		{Node: "node1", From: t0, To: t0.Add(10 * time.Second), State: "primary", Epoch: 1},
+		{Node: "node1", From: t0.Add(10 * time.Second), To: t0.Add(140 * time.Second), State: "off"},
+		{Node: "node2", From: t0, To: t0.Add(12 * time.Second), State: "secondary"},
+		{Node: "node2", From: t0.Add(12 * time.Second), To: t0.Add(140 * time.Second), State: "blocked", Epoch: 2, Info: "fence <failed>"},
+	}
+	events := []Event{{Time: t0.Add(9 * time.Second), Kind: "fault", What: "kill-primary", Detail: "fault 1"},
+		{Time: t0.Add(13 * time.Second), Kind: "heal", What: "kill-primary", Detail: "fault 1"}}
+	ci := checkInput{blind: []Record{rec(1, "node1", 1), rec(1.02, "node1", 1), rec(12.5, "node2", 2)},
+		history: []HistoryRecord{hrec(11, "fence", "node1", 2, "success"), hrec(12, "release", "node3", 1, "success")}}
+	for i := range ci.blind {
+		ci.blind[i].Time = t0.Add(ci.blind[i].Time.Sub(rec(0, "", 0).Time))
+	}
+	path := filepath.Join(t.TempDir(), "timeline.html")
+	if err := writeTimeline(path, res, segs, events, ci); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	s := string(b)
+	if n := strings.Count(s, "<svg"); n != 2 {
+		t.Fatalf("%d SVGs for 150s in 2-minute windows", n)
+	}
+	for _, svg := range strings.SplitAfter(s, "</svg>")[:2] {
+		svg = svg[strings.Index(svg, "<svg"):]
+		dec := xml.NewDecoder(strings.NewReader(svg))
+		for {
+			if _, err := dec.Token(); err == io.EOF {
+				break
+			} else if err != nil {
+				t.Fatalf("SVG not well-formed: %v", err)
+			}
+		}
+	}
+	for _, want := range []string{"node1", "node3", "primary epoch 1", "fence &lt;failed&gt;", "kill-primary", "node1 writes at epoch 1", "✕", "R<title>", "a &lt;summary&gt; &amp; table"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("timeline lacks %q", want)
+		}
 	}
 }

@@ -330,3 +330,21 @@ func (t *blindTail) gap(from, to time.Time) time.Duration {
 	}
 	return max(g, to.Sub(prev))
 }
+
+// actingBetween returns a node other than except that reported acting as
+// primary (or starting the storage) between from and to, if any.
+func (o *observer) actingBetween(from, to time.Time, except string) (Segment, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for name, segs := range o.segs {
+		if name == except {
+			continue
+		}
+		for _, s := range segs {
+			if s.State == "primary" && !s.To.Before(from) && !s.From.After(to) {
+				return s, true
+			}
+		}
+	}
+	return Segment{}, false
+}

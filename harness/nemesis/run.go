@@ -225,7 +225,7 @@ func (c *cluster) runFault(ctx context.Context, i int, kinds []kindDef) Fault {
 	f.Gap = c.tail.gap(f.Start, f.Recovered)
 	c.event("recovered", "", k.name, fmt.Sprintf("fault %d", f.N))
 	// A quiet moment before the next fault.
-	r.sleep(r.between(0.2, 0.8))
+	r.sleep(r.between(0.1, 0.5))
 	return f
 }
 
