@@ -146,7 +146,7 @@ var panicRE = regexp.MustCompile(`(?m)^panic: |^fatal error: |^goroutine \d+ \[r
 
 // maxPerCheck bounds the violations reported per check; the rest are
 // counted.
-const maxPerCheck = 10
+const maxPerCheck = 5
 
 // check runs every check and says what it checked.
 func check(in checkInput) (vs []Violation, checks []string) {

@@ -120,7 +120,11 @@ func summarize(res *Result, in checkInput) string {
 	if res.Stuck > 0 {
 		fmt.Fprintf(&b, "STUCK: the cluster did not recover after %d faults\n", res.Stuck)
 	}
-	fmt.Fprintf(&b, "replay: make nemesis SEED=%d NODES=%d FAULTS=%d; timeline: %s\n", res.Seed, res.Nodes, len(res.Faults), res.Dir+"/timeline.html")
+	timing := ""
+	if res.Lease == CITiming.Lease.D() {
+		timing = " TIMING=ci"
+	}
+	fmt.Fprintf(&b, "replay: make nemesis SEED=%d NODES=%d FAULTS=%d%s; timeline: %s\n", res.Seed, res.Nodes, len(res.Faults), timing, res.Dir+"/timeline.html")
 	return b.String()
 }
 
