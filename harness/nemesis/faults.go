@@ -74,7 +74,7 @@ var kindDefs = []kindDef{
 	{"packet-loss", 2, 3, packetLoss},
 	{"slow-link", 2, 3, slowLink},
 	{"dead-bmc", 2, 3, deadBMC},
-	{"slow-bmc", 2, 3, slowBMC},
+	{"slow-bmc", 1, 3, slowBMC},
 	{"lying-bmc", 2, 3, lyingBMC},
 }
 

@@ -182,12 +182,17 @@ func allPids() []int {
 	return out
 }
 
+// childrenOf lists pid's children, from every thread's children list (a
+// Go program forks from any of its threads).
 func childrenOf(pid int) []int {
-	want := strconv.Itoa(pid)
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	var out []int
-	for _, p := range allPids() {
-		if f := procStat(p); len(f) > 1 && f[1] == want {
-			out = append(out, p)
+	for _, t := range tasks {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, t.Name()))
+		for _, f := range strings.Fields(string(b)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				out = append(out, c)
+			}
 		}
 	}
 	return out
