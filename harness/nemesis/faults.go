@@ -330,7 +330,7 @@ func partitionPrimary(r *faultRun) error {
 	if err := r.split(minority, r.others(minority...)); err != nil {
 		return err
 	}
-	r.hold(2, 5)
+	r.hold(2, 4)
 	return nil
 }
 
@@ -358,7 +358,7 @@ func partitionBridge(r *faultRun) error {
 		return err
 	}
 	r.f.Params = "hub " + hub.name + ": " + r.f.Params
-	r.hold(2, 5)
+	r.hold(2, 4)
 	return nil
 }
 
@@ -369,7 +369,7 @@ func partitionHalves(r *faultRun) error {
 	if err := r.split(minority, majority); err != nil {
 		return err
 	}
-	r.hold(2, 5)
+	r.hold(2, 4)
 	return nil
 }
 
@@ -384,7 +384,7 @@ func packetLoss(r *faultRun) error {
 			return err
 		}
 	}
-	r.hold(3, 6)
+	r.hold(2, 4)
 	return nil
 }
 
@@ -400,7 +400,7 @@ func slowLink(r *faultRun) error {
 		return err
 	}
 	r.c.event("net", n.name, "slow link", r.f.Params)
-	r.hold(3, 6)
+	r.hold(2, 4)
 	return nil
 }
 
