@@ -13,24 +13,36 @@ import (
 
 // inNetns runs fn on an OS thread that has entered the named network
 // namespace (/run/netns/NAME); sockets fn opens stay in that namespace for
-// their whole life. The thread is never handed back to the scheduler: it
-// ends with the goroutine, so no other code ever runs in the namespace by
-// accident.
+// their whole life. The thread goes back to its own namespace afterwards
+// (it may be the main thread, which /proc/self describes); if that fails it
+// stays locked, and ends with the goroutine.
 func inNetns(name string, fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
+		own, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			errc <- fmt.Errorf("netns: own namespace: %w", err)
+			return
+		}
+		defer own.Close()
 		f, err := os.Open("/run/netns/" + name)
 		if err != nil {
+			runtime.UnlockOSThread()
 			errc <- fmt.Errorf("netns %s: %w", name, err)
 			return
 		}
 		defer f.Close()
 		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
 			errc <- fmt.Errorf("setns %s: %w", name, err)
 			return
 		}
-		errc <- fn()
+		err = fn()
+		if unix.Setns(int(own.Fd()), unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- err
 	}()
 	return <-errc
 }
