@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"time"
 
@@ -267,8 +266,6 @@ func (c *cluster) byName(name string) *node {
 	}
 	return nil
 }
-
-func itoa(i int) string { return strconv.Itoa(i) }
 
 // DefaultTiming is the daemon's default timing (lease 3s), for long runs.
 func DefaultTiming() config.Timing { return config.Default().Timing }

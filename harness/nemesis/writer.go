@@ -147,7 +147,6 @@ type escapeServer struct {
 	mu      sync.Mutex
 	procs   []*exec.Cmd
 	wg      sync.WaitGroup
-	started int
 }
 
 func startEscapeServer(socket, self, logPath string) (*escapeServer, error) {
@@ -217,17 +216,10 @@ func (s *escapeServer) handle(c *net.UnixConn) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	s.started++
 	s.procs = append(s.procs, cmd)
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); cmd.Wait() }()
 	return nil
-}
-
-func (s *escapeServer) Started() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.started
 }
 
 // Close kills every escaped writer and waits for them.
