@@ -499,10 +499,11 @@ func lyingBMC(r *faultRun) error {
 }
 
 // confirm runs `fencectl confirm NODE --yes` on the live nodes until one
-// accepts it.
+// accepts it. fenced refuses it while gossip still sees the node alive, so
+// right after the power-off it takes a few tries.
 func (c *cluster) confirm(ctx context.Context, target *node) error {
 	var last error
-	for try := 0; try < 10; try++ {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && ctx.Err() == nil; {
 		for _, n := range c.nodes {
 			if n == target || !n.on() || n.isPaused() {
 				continue
