@@ -5,7 +5,7 @@ LDFLAGS := -X github.com/fenced/fenced/daemon/api.Version=$(VERSION)
 TEST_TIMEOUT ?= 25m
 DIST    ?= dist
 
-.PHONY: all build demo test test-deps lint race unit fuzz-smoke package clean
+.PHONY: all build demo test test-deps lint race unit fuzz-smoke package clean sim nemesis
 
 all: build
 
@@ -26,10 +26,22 @@ demo: build
 # rest, so CPU-heavy package tests do not skew their timing on small CI
 # machines.
 test: test-deps lint
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v '/daemon$$')
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v -e '/daemon$$' -e '/harness/nemesis$$')
 	$(MAKE) race
 	$(MAKE) fuzz-smoke
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./daemon
+	$(GO) test -count=1 -v -timeout $(TEST_TIMEOUT) ./harness/nemesis
+
+# The nemesis (see README, "How safety is tested"): random faults against
+# real processes on simulated machines with a shared ext4, then the checker.
+# Root. Default timing (lease 3s); TIMING=ci for the CI profile (lease 1.5s).
+FAULTS ?= 1000
+NODES  ?= 5
+TIMING ?= default
+nemesis: build
+	$(GO) build -o bin/nemesis ./harness/nemesis/cmd/nemesis
+	./bin/nemesis run --nodes $(NODES) --faults $(FAULTS) --seed $(or $(SEED),0) --timing $(TIMING) \
+		--fenced bin/fenced --fencectl bin/fencectl --lab bin/fenced-lab $(if $(DIR),--dir $(DIR))
 
 # go vet and staticcheck (pinned; fetched through the module proxy), both
 # also with the test-only fault injection compiled in.
@@ -66,10 +78,8 @@ fuzz-smoke:
 # the CI profile: 10,000 schedules from seed 1. A failure prints its
 # shortest schedule and the command that replays it.
 SEEDS ?= 100000
-SEED  ?= random
-.PHONY: sim
 sim:
-	$(GO) test -count=1 -timeout 0 -run 'TestSimulation$$' -v ./daemon/tenure/sim -sim.seeds=$(SEEDS) -sim.base=$(SEED)
+	$(GO) test -count=1 -timeout 0 -run 'TestSimulation$$' -v ./daemon/tenure/sim -sim.seeds=$(SEEDS) -sim.base=$(or $(SEED),random)
 
 # .deb and .rpm into $(DIST) (nfpm through the Go module proxy).
 package:

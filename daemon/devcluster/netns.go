@@ -37,10 +37,7 @@ func NewNetns(prefix string, n, subnet int) (*Netns, error) {
 		name := ns.Name(i)
 		host := fmt.Sprintf("10.213.%d.%d", subnet, i+1)
 		ns.Hosts = append(ns.Hosts, host)
-		veth := fmt.Sprintf("v%s%d", prefix, i)
-		if len(veth) > 12 {
-			veth = veth[len(veth)-12:]
-		}
+		veth := ns.Veth(i)
 		steps = append(steps,
 			[]string{"ip", "netns", "add", name},
 			[]string{"ip", "-n", name, "link", "set", "lo", "up"},
@@ -81,6 +78,19 @@ func (ns *Netns) AddHost(name, addr string) (string, error) {
 		}
 	}
 	return nsName, nil
+}
+
+// Switch is the namespace that holds the bridge br0.
+func (ns *Netns) Switch() string { return ns.sw }
+
+// Veth is the switch-side end of node i's link (a port of br0, in the
+// Switch namespace); the node-side end is eth0 in node i's namespace.
+func (ns *Netns) Veth(i int) string {
+	veth := fmt.Sprintf("v%s%d", ns.Prefix, i)
+	if len(veth) > 12 {
+		veth = veth[len(veth)-12:]
+	}
+	return veth
 }
 
 // Name is node i's namespace.
