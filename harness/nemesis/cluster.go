@@ -214,7 +214,7 @@ func startCluster(ctx context.Context, o Options) (c *cluster, err error) {
 				Hooks:           config.Hooks{Start: hooks.start, Stop: hooks.stop, Monitor: hooks.monitor},
 				MonitorInterval: config.Duration(2 * c.timing.Heartbeat.D()),
 			}
-			cfg.History.Limit = 1_000_000
+			cfg.History.Limit = config.MaxHistory // a long run (1,000 faults) records about 1,000
 		},
 	})
 	if err != nil {
