@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fenced/fenced/daemon"
 	"github.com/fenced/fenced/daemon/config"
 	"github.com/fenced/fenced/daemon/devcluster"
 	"github.com/fenced/fenced/stonith"
@@ -220,23 +221,30 @@ func BenchmarkNoFalsePositives(b *testing.B) {
 		time.Sleep(time.Duration(secs) * time.Second)
 		stress.Process.Kill()
 		stress.Wait()
-		st, err := p.Status(context.Background())
-		if err != nil {
-			b.Fatal(err)
-		}
-		fences := 0
-		h, _ := historyOf(context.Background(), p, "")
-		for _, r := range h {
-			if r.Kind == stonith.KindFence {
-				fences++
-			}
-		}
-		failovers := int(st.Primary.Epoch - e1)
-		b.ReportMetric(float64(failovers), "failovers")
-		b.ReportMetric(float64(fences), "fences")
+		st, failovers, fences := soakResult(b, p, e1)
 		b.Logf("%ds with a saturated core: %d failovers (epoch %d → %d, primary %s → %s), %d fences", secs, failovers, e1, st.Primary.Epoch, p.Name, st.Primary.Node, fences)
 		c.Close()
 	}
+}
+
+// soakResult reports, after a soak that began at epoch e1, the failovers
+// (epoch changes) and fences the cluster saw, as p knows them.
+func soakResult(b *testing.B, p *devcluster.Node, e1 uint64) (st daemon.Status, failovers, fences int) {
+	b.Helper()
+	st, err := p.Status(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	h, _ := historyOf(context.Background(), p, "")
+	for _, r := range h {
+		if r.Kind == stonith.KindFence {
+			fences++
+		}
+	}
+	failovers = int(st.Primary.Epoch - e1)
+	b.ReportMetric(float64(failovers), "failovers")
+	b.ReportMetric(float64(fences), "fences")
+	return st, failovers, fences
 }
 
 func historyOf(ctx context.Context, n *devcluster.Node, node string) ([]stonith.Record, error) {
@@ -313,20 +321,7 @@ func BenchmarkNoFalseFailoversLossy(b *testing.B) {
 		for i := range c.Nodes {
 			ns.NoLoss(i)
 		}
-		st, err := p.Status(context.Background())
-		if err != nil {
-			b.Fatal(err)
-		}
-		fences := 0
-		h, _ := historyOf(context.Background(), p, "")
-		for _, r := range h {
-			if r.Kind == stonith.KindFence {
-				fences++
-			}
-		}
-		failovers := int(st.Primary.Epoch - e1)
-		b.ReportMetric(float64(failovers), "failovers")
-		b.ReportMetric(float64(fences), "fences")
+		st, failovers, fences := soakResult(b, p, e1)
 		b.Logf("%ds, %d%% loss on every link, a saturated core: %d failovers (epoch %d → %d, primary %s → %s), %d fences",
 			secs, loss, failovers, e1, st.Primary.Epoch, p.Name, st.Primary.Node, fences)
 		c.Close()

@@ -166,24 +166,18 @@ func TestTimingRelations(t *testing.T) {
 	}
 }
 
-// TestCountAndIntervalBounds: counts and intervals outside the lease rules
-// have bounds too (a 2^63−1 retry count or a 1ns monitor were "valid").
-func TestCountAndIntervalBounds(t *testing.T) {
-	cases := []struct {
-		name string
-		mod  func(*Config)
-		want string
-	}{
-		{"retries 2^63-1", func(c *Config) { c.Devices["bmc"] = Device{Agent: "ipmi", Retries: math.MaxInt64} }, "devices.bmc.retries: 9223372036854775807: want 0 to 10"},
-		{"retries at the maximum", func(c *Config) { c.Devices["bmc"] = Device{Agent: "ipmi", Retries: MaxRetries} }, ""},
-		{"negative retries", func(c *Config) { c.Devices["bmc"] = Device{Agent: "ipmi", Retries: -1} }, "devices.bmc.retries"},
-		{"device timeout of a nanosecond", func(c *Config) { c.Devices["bmc"] = Device{Agent: "ipmi", Timeout: 1} }, "devices.bmc.timeout: 1ns: want 0 (timing.fence_timeout) or 1s to 10m0s"},
-		{"device timeout default", func(c *Config) { c.Devices["bmc"] = Device{Agent: "ipmi"} }, ""},
-		{"monitor every nanosecond", func(c *Config) { c.Storage.MonitorInterval = 1 }, "storage.monitor_interval: 1ns: want 100ms to 1h0m0s"},
-		{"monitor at the minimum", func(c *Config) { c.Storage.MonitorInterval = Duration(MinMonitorInterval) }, ""},
-		{"history too long", func(c *Config) { c.History.Limit = MaxHistory + 1 }, "history.limit"},
-		{"history at the maximum", func(c *Config) { c.History.Limit = MaxHistory }, ""},
-	}
+// validationCase is a change to the minimal configuration and the problem
+// it must produce ("" = none).
+type validationCase struct {
+	name string
+	mod  func(*Config)
+	want string
+}
+
+// checkValidation applies each case to a fresh minimal configuration and
+// checks the problems Validate reports.
+func checkValidation(t *testing.T, cases []validationCase) {
+	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := Load("testdata/good-minimal.yaml")
@@ -208,12 +202,24 @@ func TestCountAndIntervalBounds(t *testing.T) {
 	}
 }
 
+// TestCountAndIntervalBounds: counts and intervals outside the lease rules
+// have bounds too (a 2^63−1 retry count or a 1ns monitor were "valid").
+func TestCountAndIntervalBounds(t *testing.T) {
+	checkValidation(t, []validationCase{
+		{"retries 2^63-1", func(c *Config) { c.Devices["bmc"] = Device{Agent: "ipmi", Retries: math.MaxInt64} }, "devices.bmc.retries: 9223372036854775807: want 0 to 10"},
+		{"retries at the maximum", func(c *Config) { c.Devices["bmc"] = Device{Agent: "ipmi", Retries: MaxRetries} }, ""},
+		{"negative retries", func(c *Config) { c.Devices["bmc"] = Device{Agent: "ipmi", Retries: -1} }, "devices.bmc.retries"},
+		{"device timeout of a nanosecond", func(c *Config) { c.Devices["bmc"] = Device{Agent: "ipmi", Timeout: 1} }, "devices.bmc.timeout: 1ns: want 0 (timing.fence_timeout) or 1s to 10m0s"},
+		{"device timeout default", func(c *Config) { c.Devices["bmc"] = Device{Agent: "ipmi"} }, ""},
+		{"monitor every nanosecond", func(c *Config) { c.Storage.MonitorInterval = 1 }, "storage.monitor_interval: 1ns: want 100ms to 1h0m0s"},
+		{"monitor at the minimum", func(c *Config) { c.Storage.MonitorInterval = Duration(MinMonitorInterval) }, ""},
+		{"history too long", func(c *Config) { c.History.Limit = MaxHistory + 1 }, "history.limit"},
+		{"history at the maximum", func(c *Config) { c.History.Limit = MaxHistory }, ""},
+	})
+}
+
 func TestRolesAndWatchdogLevel(t *testing.T) {
-	cases := []struct {
-		name string
-		mod  func(*Config)
-		want string
-	}{
+	checkValidation(t, []validationCase{
 		{"witness", func(c *Config) { c.Nodes[2].Role = RoleWitness }, ""},
 		{"unknown role", func(c *Config) { c.Nodes[2].Role = "arbiter" }, `nodes[2].role: "arbiter": want data (the default) or witness`},
 		{"witness with a fence topology", func(c *Config) {
@@ -230,26 +236,7 @@ func TestRolesAndWatchdogLevel(t *testing.T) {
 		{"watchdog timeout without device", func(c *Config) { c.Watchdog.Timeout = Duration(10 * time.Second) }, "watchdog.timeout: set without watchdog.device"},
 		{"watchdog timeout within grace", func(c *Config) { c.Watchdog = Watchdog{Device: "/dev/watchdog", Timeout: c.Timing.Grace} }, "want more than timing.grace"},
 		{"watchdog timeout", func(c *Config) { c.Watchdog = Watchdog{Device: "/dev/watchdog", Timeout: Duration(10 * time.Second)} }, ""},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			c, err := Load("testdata/good-minimal.yaml")
-			if err != nil {
-				t.Fatal(err)
-			}
-			tc.mod(c)
-			ps := c.Validate(nil)
-			if tc.want == "" {
-				if ps != nil {
-					t.Fatalf("unexpected problems: %v", ps)
-				}
-				return
-			}
-			if !strings.Contains(ps.Error(), tc.want) {
-				t.Fatalf("want a problem containing %q, got %v", tc.want, ps)
-			}
-		})
-	}
+	})
 }
 
 func TestSelectNode(t *testing.T) {

@@ -22,25 +22,12 @@ func TestDeviceWatchKeys(t *testing.T) {
 		{"unfence never", Device{Agent: "ipmi", Unfence: UnfenceNever}, ""},
 		{"unfence typo", Device{Agent: "ipmi", Unfence: "onstart"}, `devices.bmc.unfence: "onstart": want on_start, never, or nothing`},
 	}
+	var vcs []validationCase
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			c, err := Load("testdata/good-minimal.yaml")
-			if err != nil {
-				t.Fatal(err)
-			}
-			c.Devices = map[string]Device{"bmc": tc.dev}
-			ps := c.Validate(nil)
-			if tc.want == "" {
-				if ps != nil {
-					t.Fatalf("unexpected problems: %v", ps)
-				}
-				return
-			}
-			if !strings.Contains(ps.Error(), tc.want) {
-				t.Fatalf("want a problem containing %q, got %v", tc.want, ps)
-			}
-		})
+		dev := tc.dev
+		vcs = append(vcs, validationCase{tc.name, func(c *Config) { c.Devices = map[string]Device{"bmc": dev} }, tc.want})
 	}
+	checkValidation(t, vcs)
 	if got := (Device{}).DeviceMonitorInterval(); got != DefaultDeviceMonitorInterval {
 		t.Errorf("default interval %v", got)
 	}
