@@ -31,8 +31,16 @@ type trust struct {
 func tcpCluster(t *testing.T, trusts ...trust) (map[string]*Raft, []Peer) {
 	t.Helper()
 	var peers []Peer
+	used := map[string]bool{}
 	for i := range trusts {
-		peers = append(peers, Peer{Name: string(rune('a' + i)), Raft: freeAddr(t)})
+		// A port found free can be found free twice before anyone binds
+		// it: take each address once.
+		addr := freeAddr(t)
+		for used[addr] {
+			addr = freeAddr(t)
+		}
+		used[addr] = true
+		peers = append(peers, Peer{Name: string(rune('a' + i)), Raft: addr})
 	}
 	nodes := map[string]*Raft{}
 	for i, p := range peers {
