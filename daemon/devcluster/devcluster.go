@@ -122,6 +122,7 @@ func New(o Options) (*Cluster, error) {
 		return nil, err
 	}
 	cfg.Timing = mergeTiming(cfg.Timing, o.Timing)
+	used := map[int]bool{}
 	for i := 0; i < o.Nodes; i++ {
 		host, gp, rp := o.Host, 7946, 7947
 		if len(o.Hosts) > i {
@@ -129,10 +130,10 @@ func New(o Options) (*Cluster, error) {
 			host = o.Hosts[i]
 		} else {
 			var err error
-			if gp, err = FreePort(host); err != nil {
+			if gp, err = freshPort(host, used); err != nil {
 				return nil, err
 			}
-			if rp, err = FreePort(host); err != nil {
+			if rp, err = freshPort(host, used); err != nil {
 				return nil, err
 			}
 		}
@@ -202,6 +203,18 @@ func writeYAML(path string, v any) error {
 		return err
 	}
 	return os.WriteFile(path, b, 0o600)
+}
+
+// freshPort is FreePort, never twice the same port for one cluster (a port
+// found free is free until someone binds it).
+func freshPort(host string, used map[int]bool) (int, error) {
+	for {
+		p, err := FreePort(host)
+		if err != nil || !used[p] {
+			used[p] = true
+			return p, err
+		}
+	}
 }
 
 // FreePort returns a port free for both TCP and UDP on host (memberlist
