@@ -118,6 +118,11 @@ type Daemon struct {
 	health     *health.Monitor   // fence device checks (devicehealth.go)
 	unfence    *unfence.Unfencer // unfencing at start (unfencing.go)
 
+	// warmDevices lists each other node's fence devices and voters the
+	// configured nodes, for wantWarm (devicehealth.go).
+	warmDevices map[string][]string
+	voters      []string
+
 	lastBeat   atomic.Int64  // quorum.Mono of the main loop's last progress
 	stallAfter time.Duration // faults.go
 }

@@ -1,10 +1,12 @@
 package daemon
 
 import (
+	"slices"
 	"time"
 
 	"github.com/fenced/fenced/daemon/api"
 	"github.com/fenced/fenced/daemon/health"
+	"github.com/fenced/fenced/quorum"
 )
 
 // newDeviceMonitor plans this node's device checks (package health): every
@@ -14,12 +16,16 @@ import (
 func newDeviceMonitor(d *Daemon) *health.Monitor {
 	var devs []health.Device
 	seen := map[string]bool{}
+	d.warmDevices = map[string][]string{}
+	d.voters = nil
 	for _, n := range d.cfg.Nodes {
+		d.voters = append(d.voters, n.Name)
 		if n.Name == d.self {
 			continue
 		}
 		for _, lvl := range topology(d.cfg, n.Name) {
 			for _, t := range lvl.Devices {
+				d.warmDevices[n.Name] = append(d.warmDevices[n.Name], t.Device)
 				if seen[t.Device] {
 					continue
 				}
@@ -31,7 +37,54 @@ func newDeviceMonitor(d *Daemon) *health.Monitor {
 	return health.New(health.Options{
 		Self: d.self, Devices: devs, Check: d.engine.Monitor, Logger: d.log.With("component", "health"),
 		DefaultTimeout: d.cfg.Timing.FenceTimeout.D(), Observe: d.metrics.deviceChecked,
+		Keep: func(dev health.Device) (health.Keeper, error) { return d.engine.Keep(dev.Target) },
+		Warm: d.wantWarm,
 	})
+}
+
+// warmSuccessors is how many of the nodes that would take over from a
+// holder keep a session open to its fence devices (besides the leader):
+// BMCs have few session slots (IPMI requires only four), so not every
+// node of a large cluster holds one.
+const warmSuccessors = 2
+
+// wantWarm says whether this node should hold a session to device now
+// (package health, "Warm sessions"): a fence that matters for a takeover
+// is of the holder, or of a former holder whose lease may still run, and
+// runs on the leader — the current one when it is not that node, else the
+// node that wins the election after it, which is one of the first in the
+// detector's rank order (quorum.RankOrder: voters that may hold primacy
+// first, in configuration order). Those keep the device's session warm:
+// the leader and the first warmSuccessors of the rank order.
+func (d *Daemon) wantWarm(device string) bool {
+	if d.raft == nil {
+		return false
+	}
+	v := d.raft.FSM().View()
+	targets := make([]string, 0, 1+len(v.Formers))
+	if v.Holder != "" {
+		targets = append(targets, v.Holder)
+	}
+	for n := range v.Formers {
+		targets = append(targets, n)
+	}
+	leader := d.raft.Leader()
+	for _, target := range targets {
+		if target == d.self || !slices.Contains(d.warmDevices[target], device) {
+			continue
+		}
+		if leader == d.self {
+			return true
+		}
+		order := quorum.RankOrder(d.voters, target, func(n string) bool {
+			nd, _ := d.cfg.NodeByName(n)
+			return nd.Witness() || v.Standby[n]
+		})
+		if i := slices.Index(order, d.self); i >= 0 && i < warmSuccessors {
+			return true
+		}
+	}
+	return false
 }
 
 // deviceHealth is the API's form of a device's health on this node.

@@ -40,6 +40,7 @@ func newAgent(t *testing.T, p agents.Params, log *slog.Logger) *Agent {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { a.Close() })
 	return a
 }
 
