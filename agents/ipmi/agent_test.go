@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -288,11 +289,14 @@ func TestUnreachableIsUnknown(t *testing.T) {
 // Silence after the off command was sent: the outcome is unknown, never
 // failed (the node may be off) and never success.
 func TestSilentAfterOffIsUnknown(t *testing.T) {
-	var bmc *ipmisim.BMC
+	// The hook runs on the BMC's goroutine: it reads the BMC through an
+	// atomic, set once StartBMC returned.
+	var self atomic.Pointer[ipmisim.BMC]
 	bmc, err := ipmisim.StartBMC(ipmisim.BMCConfig{PoweredOn: true, OnPowerOff: func() error {
-		bmc.SetSilent(true) // the BMC reset itself while powering off
+		self.Load().SetSilent(true) // the BMC reset itself while powering off
 		return nil
 	}})
+	self.Store(bmc)
 	if err != nil {
 		t.Fatal(err)
 	}
