@@ -203,7 +203,9 @@ func (c *config) httpClient() *http.Client {
 		DialContext:           (&net.Dialer{Timeout: c.loginTimeout, KeepAlive: 30 * time.Second}).DialContext,
 		TLSClientConfig:       c.tls,
 		TLSHandshakeTimeout:   c.loginTimeout,
-		ResponseHeaderTimeout: c.requestTimeout,
+		// Each request's context bounds it (requestTimeout, which grows
+		// with the BMC's latency); this only caps a forgotten one.
+		ResponseHeaderTimeout: max(c.requestTimeout, maxRequestTimeout),
 		MaxIdleConnsPerHost:   2,
 		IdleConnTimeout:       30 * time.Second,
 	}
