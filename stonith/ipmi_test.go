@@ -113,7 +113,7 @@ func TestIPMIOneOfTwoFails(t *testing.T) {
 	if rec.Outcome != OutcomeFailed {
 		t.Fatalf("outcome %s, want failed (%s)", rec.Outcome, rec.Error)
 	}
-	if !strings.Contains(summary(rec), "1/psu-b/off/1=failed()") || !strings.Contains(rec.Error, "psu-b") || strings.Contains(rec.Error, "psu-a") {
+	if !strings.Contains(summary(rec), "1/psu-b/off/1=failed(on)") || !strings.Contains(rec.Error, "psu-b") || strings.Contains(rec.Error, "psu-a") {
 		t.Fatalf("attempts %q error %q", summary(rec), rec.Error)
 	}
 	if !b.PoweredOn() {

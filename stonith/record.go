@@ -48,12 +48,15 @@ type Record struct {
 
 // Attempt is one device action within a fence.
 type Attempt struct {
-	Level    int           `json:"level"` // 1-based
-	Device   string        `json:"device"`
-	Agent    string        `json:"agent"`
-	Plug     string        `json:"plug,omitempty"`
-	Action   string        `json:"action"`
-	Try      int           `json:"try"`                // 1-based
+	Level  int    `json:"level"` // 1-based
+	Device string `json:"device"`
+	Agent  string `json:"agent"`
+	Plug   string `json:"plug,omitempty"`
+	Action string `json:"action"`
+	Try    int    `json:"try"` // 1-based
+	// Start is when the try began, since the operation's start (levels
+	// that ran side by side overlap: see Engine.Hedge).
+	Start    time.Duration `json:"startNs,omitempty"`
 	Result   string        `json:"result"`             // success, failed, unknown
 	ReadBack string        `json:"readBack,omitempty"` // state read back: off, on, unknown
 	Duration time.Duration `json:"durationNs"`         // the action and the read-back

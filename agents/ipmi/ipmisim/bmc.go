@@ -161,6 +161,9 @@ func (s *BMC) SetPassword(password string) error {
 	})
 }
 
+// Sessions counts the BMC's RMCP+ sessions (active or being set up).
+func (s *BMC) Sessions() int { return s.bmc.Sessions.Count() }
+
 // PowerCommands counts the power-changing commands received.
 func (s *BMC) PowerCommands() int { return int(s.chassis.commands.Load()) }
 
