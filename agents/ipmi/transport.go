@@ -183,9 +183,9 @@ func (c *timedConn) SetReadDeadline(t time.Time) error {
 
 func (c *timedConn) SetDeadline(t time.Time) error { return c.SetReadDeadline(t) }
 
-// timeoutErr is go-ipmi's own deadline passing: a net timeout, as the
+// errTimeout is go-ipmi's own deadline passing: a net timeout, as the
 // socket would report it.
-var timeoutErr = fmt.Errorf("read: %w", os.ErrDeadlineExceeded)
+var errTimeout = fmt.Errorf("read: %w", os.ErrDeadlineExceeded)
 
 func (c *timedConn) Read(p []byte) (int, error) {
 	c.mu.Lock()
@@ -248,7 +248,7 @@ func (c *timedConn) Read(p []byte) (int, error) {
 		}
 		if !c.deadline.IsZero() && !now.Before(c.deadline) {
 			c.mu.Unlock()
-			return 0, timeoutErr
+			return 0, errTimeout
 		}
 		if now.Before(c.next) {
 			c.mu.Unlock()
