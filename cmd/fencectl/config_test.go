@@ -223,6 +223,17 @@ func TestConfigMismatch(t *testing.T) {
 		_, out, _ = ctl("--socket", asked.Socket, "status")
 		return strings.Contains(out, "NO NODE ELIGIBLE for primacy") && strings.Contains(out, "fencectl config accept")
 	})
+	// The accept runs on the leader, which names a node "not seen" once
+	// its own gossip stopped seeing it alive or suspect: wait for that
+	// (each node's failure detector decides on its own).
+	until(t, "the leader to see "+down.Name+" gone", 20*time.Second, func() bool {
+		for _, ns := range statusJSON(t, p).Nodes {
+			if ns.Name == down.Name {
+				return ns.Gossip != "alive" && ns.Gossip != "suspect"
+			}
+		}
+		return true // not listed: not seen either
+	})
 	code, out, stderr := ctl("--socket", asked.Socket, "config", "accept")
 	if code != 0 || !strings.Contains(out, "the cluster's configuration is now ") || !strings.Contains(out, down.Name+": not seen") {
 		t.Fatalf("config accept: %d\n%s%s", code, out, stderr)
