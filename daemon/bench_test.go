@@ -109,7 +109,8 @@ func benchIdle(b *testing.B, configure func(*config.Config)) {
 		for _, n := range c.Nodes {
 			cpu := (cpuSeconds(b, n.Pid()) - start[n.Name]) / float64(secs) * 100
 			rss := rssMiB(b, n.Pid())
-			b.Logf("%s: RSS %.1f MiB, CPU %.2f %% of a core", n.Name, rss, cpu)
+			b.Logf("%s: RSS %.1f MiB (anonymous %.1f, file-backed %.1f), CPU %.2f %% of a core", n.Name, rss,
+				procMiB(b, n.Pid(), "RssAnon"), procMiB(b, n.Pid(), "RssFile"), cpu)
 			if configure != nil && n.Index == witness {
 				b.ReportMetric(rss, "witness-rss-MiB")
 				b.ReportMetric(cpu, "witness-cpu-%")
@@ -139,14 +140,18 @@ func cpuSeconds(b *testing.B, pid int) float64 {
 	return (ut + st) / hz
 }
 
-func rssMiB(b *testing.B, pid int) float64 {
+func rssMiB(b *testing.B, pid int) float64 { return procMiB(b, pid, "VmRSS") }
+
+// procMiB reads one of /proc/PID/status's kB fields (VmRSS, RssAnon,
+// RssFile) in MiB.
+func procMiB(b *testing.B, pid int, field string) float64 {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		b.Fatal(err)
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if strings.HasPrefix(line, "VmRSS:") {
-			kb, _ := strconv.ParseFloat(strings.Fields(line)[1], 64)
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == field+":" {
+			kb, _ := strconv.ParseFloat(f[1], 64)
 			return kb / 1024
 		}
 	}

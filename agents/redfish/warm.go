@@ -72,11 +72,13 @@ func (l *latency) get() (time.Duration, bool) {
 	return l.srtt, l.samples > 0
 }
 
-// least is the shortest timeout worth trying: 4·srtt, or grow.
+// least is the shortest timeout worth trying for a step of n/4 requests
+// (4 for one request, 12 for a login): n·srtt, or n/4 requests of grow
+// each.
 func (l *latency) least(n time.Duration) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	d := l.grow
+	d := l.grow * n / 4
 	if l.samples > 0 {
 		d = max(d, time.Duration(n)*l.srtt)
 	}
