@@ -146,12 +146,7 @@ func TestStorageLateWriteRejected(t *testing.T) {
 	if w := writers(c, time.Now().Add(-time.Hour)); w[other.Name] != 0 || len(w) != 1 {
 		t.Fatalf("someone mounted while blocked: %v", w)
 	}
-	cl := other.Client()
-	defer cl.Close()
-	var rec stonith.Record
-	if err := cl.Do(ctxT(t, 20*time.Second), "POST", "/v1/confirm", nil, daemon.AdminRequest{Node: p.Name, Reason: "frozen, checked on console"}, &rec); err != nil {
-		t.Fatal(err)
-	}
+	confirmDown(t, other, p, "frozen, checked on console")
 	successorWriting(t, c, p, e1)
 	// Taken before the signal: the resumed writer's first (and, once
 	// rejected, last) write can land before Signal returns.
@@ -210,12 +205,7 @@ func TestStorageBlockedThenConfirm(t *testing.T) {
 	if !sawBlocked {
 		t.Fatal("status never showed BLOCKED")
 	}
-	cl := other.Client()
-	defer cl.Close()
-	var rec stonith.Record
-	if err := cl.Do(ctxT(t, 20*time.Second), "POST", "/v1/confirm", nil, daemon.AdminRequest{Node: p.Name, Reason: "PSU pulled by DC staff"}, &rec); err != nil {
-		t.Fatal(err)
-	}
+	confirmDown(t, other, p, "PSU pulled by DC staff")
 	q, _ := successorWriting(t, c, p, e1)
 	recs := history(t, q, p.Name)
 	found := false
@@ -311,3 +301,26 @@ func TestHistorySurvives(t *testing.T) {
 }
 
 var _ = fmt.Sprint
+
+// confirmDown has an admin confirm through via that down is stopped. A
+// confirm is refused while the cluster's gossip still sees the node alive
+// (a paused or powered-off node is seen gone only after memberlist's
+// failure detection, which a quick blocked takeover can beat), so it is
+// asked again until accepted, for up to 30s.
+func confirmDown(t *testing.T, via, down *devcluster.Node, reason string) stonith.Record {
+	t.Helper()
+	cl := via.Client()
+	defer cl.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var rec stonith.Record
+		err := cl.Do(ctxT(t, 20*time.Second), "POST", "/v1/confirm", nil, daemon.AdminRequest{Node: down.Name, Reason: reason}, &rec)
+		if err == nil {
+			return rec
+		}
+		if !strings.Contains(err.Error(), "alive in the cluster's gossip") || time.Now().After(deadline) {
+			t.Fatalf("confirm %s: %v", down.Name, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

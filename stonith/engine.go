@@ -498,8 +498,13 @@ func (e *Engine) command(ctx context.Context, c agents.Commander, a agents.Agent
 	}
 	var st agents.State
 	var serr error
+	// read: the state of the last read that answered, if one did.
+	read, answered := agents.StateUnknown, false
 	for polls := 0; ; polls++ {
 		st, serr = a.Status(ctx)
+		if serr == nil {
+			read, answered = st, true
+		}
 		res.ReadBack = st.String()
 		if serr == nil && st == want {
 			if cerr != nil {
@@ -527,6 +532,11 @@ func (e *Engine) command(ctx context.Context, c agents.Commander, a agents.Agent
 		// Refused (the state is not want: the refusal stands) or not
 		// acknowledged (it may still happen: unknown).
 		return cerr
+	case serr != nil && ctx.Err() != nil && answered && read != want && read != agents.StateUnknown:
+		// The try's time ran out during a read, after reads that answered
+		// and still said otherwise: that is what the device says.
+		res.ReadBack = read.String()
+		return agents.Failed("read-back status", fmt.Errorf("device acknowledged %s but still read back %s when the device timeout ended, after %v", want, read, time.Since(rb).Round(time.Millisecond)))
 	case serr != nil:
 		return agents.Unknown("read-back status", fmt.Errorf("command acknowledged; reading the state back: %w", serr))
 	case st == agents.StateUnknown:
