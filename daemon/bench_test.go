@@ -142,18 +142,8 @@ func cpuSeconds(b *testing.B, pid int) float64 {
 
 func rssMiB(b *testing.B, pid int) float64 { return procMiB(b, pid, "VmRSS") }
 
-// procMiB reads one of /proc/PID/status's kB fields (VmRSS, RssAnon,
-// RssFile) in MiB.
+// procMiB is one of /proc/PID/status's kB fields (VmRSS, RssAnon, RssFile)
+// in MiB.
 func procMiB(b *testing.B, pid int, field string) float64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == field+":" {
-			kb, _ := strconv.ParseFloat(f[1], 64)
-			return kb / 1024
-		}
-	}
-	return 0
+	return float64(procStatusKB(b, pid, field)) / 1024
 }

@@ -495,7 +495,7 @@ func procSample(t *testing.T, pid int) procStat {
 func procPeakRSS(t *testing.T, pid int) uint64 { return procStatusKB(t, pid, "VmHWM") << 10 }
 
 // procStatusKB reads a "Name: N kB" field of /proc/PID/status.
-func procStatusKB(t *testing.T, pid int, field string) uint64 {
+func procStatusKB(t testing.TB, pid int, field string) uint64 {
 	t.Helper()
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {

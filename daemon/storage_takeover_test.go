@@ -307,16 +307,15 @@ var _ = fmt.Sprint
 // (a paused or powered-off node is seen gone only after memberlist's
 // failure detection, which a quick blocked takeover can beat), so it is
 // asked again until accepted, for up to 30s.
-func confirmDown(t *testing.T, via, down *devcluster.Node, reason string) stonith.Record {
+func confirmDown(t *testing.T, via, down *devcluster.Node, reason string) {
 	t.Helper()
 	cl := via.Client()
 	defer cl.Close()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		var rec stonith.Record
-		err := cl.Do(ctxT(t, 20*time.Second), "POST", "/v1/confirm", nil, daemon.AdminRequest{Node: down.Name, Reason: reason}, &rec)
+		err := cl.Do(ctxT(t, 20*time.Second), "POST", "/v1/confirm", nil, daemon.AdminRequest{Node: down.Name, Reason: reason}, nil)
 		if err == nil {
-			return rec
+			return
 		}
 		if !strings.Contains(err.Error(), "alive in the cluster's gossip") || time.Now().After(deadline) {
 			t.Fatalf("confirm %s: %v", down.Name, err)
