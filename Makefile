@@ -81,6 +81,16 @@ SEEDS ?= 100000
 sim:
 	$(GO) test -count=1 -timeout 0 -run 'TestSimulation$$' -v ./daemon/tenure/sim -sim.seeds=$(SEEDS) -sim.base=$(or $(SEED),random)
 
+# Failover benchmarks (issue 14): takeovers with fast, slow (300ms, 2.5s
+# each way), dead-then-recovered and dead-first-level BMCs, fences through
+# slow IPMI and Redfish BMCs, idle cost and the no-false-failover soaks;
+# p50/p99 and the phase split of each, then a summary. Measures, asserts
+# nothing about time; about an hour; not part of `make test`. See .ci/bench
+# for the knobs (BENCH_RUNS, BENCH_SLOW_RUNS, FENCED_SOAK_SECONDS ...).
+.PHONY: bench
+bench: test-deps
+	GO=$(GO) ./.ci/bench
+
 # .deb and .rpm into $(DIST) (nfpm through the Go module proxy).
 package:
 	./packaging/build.sh $(VERSION) $(DIST)

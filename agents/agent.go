@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"time"
 )
 
 // State is a power or fabric state as read back from a device.
@@ -87,6 +88,83 @@ type StartUnfencer interface {
 // Closer is implemented by agents that hold connections between calls.
 type Closer interface {
 	Close() error
+}
+
+// Commander is implemented by agents whose power command can be sent on
+// its own, without the agent's confirming poll. The stonith engine then
+// sends the command and polls Status itself until the state reads back, so
+// a fence costs one command plus the read-back the engine makes anyway
+// (Off followed by the engine's Status reads the state at least twice).
+type Commander interface {
+	// Command sends the command that brings the target to want (StateOff
+	// or StateOn) and returns once the device accepted it, without reading
+	// the state: nil means accepted, never done. window is how long the
+	// state may take to follow (the agent's power_timeout). Errors are
+	// classified as Off's: failed if the device refused, unknown if it may
+	// have carried the command out.
+	Command(ctx context.Context, want State) (window time.Duration, err error)
+}
+
+// Keeper is implemented by agents that can hold a logged-in session to
+// their device between operations, so that an operation is only its
+// commands (an IPMI lanplus login is five round trips; a Redfish one a TLS
+// handshake, the service root and a POST). The holder of a long-lived
+// agent (the device's health monitor) calls Check and KeepAlive; the
+// agent's operations use the session it holds, and replace it with a new
+// one if it does not answer: a held session is never trusted for a result.
+//
+// An agent holds at most one session. Operations never wait behind a
+// KeepAlive: they cancel it and take the session.
+type Keeper interface {
+	// Check verifies the device as a fence would need it: it logs in anew
+	// (so that a changed password is noticed while the held session still
+	// works) and asks what Monitor asks. With keep set, the new session is
+	// then held in place of the previous one, which is logged out;
+	// without, it is logged out, and so is any session held.
+	Check(ctx context.Context, keep bool) error
+	// KeepAlive makes one cheap request on the held session, so that the
+	// device does not expire it, and drops the session if it does not
+	// answer. It returns nil when no session is held, when an operation is
+	// using it, and when an operation cancels it.
+	KeepAlive(ctx context.Context) error
+	// KeepAliveInterval is how often a held session needs KeepAlive.
+	KeepAliveInterval() time.Duration
+	// Holds reports whether a session is held.
+	Holds() bool
+	// Drop logs out the held session, if any.
+	Drop()
+}
+
+// RoundTripper is implemented by agents that measure how long their device
+// takes to answer a request; the engine sizes its expectations with it.
+type RoundTripper interface {
+	// RoundTrip returns the smoothed round-trip time of the device's
+	// answers and the per-request timeout derived from it; ok is false
+	// before the device has answered.
+	RoundTrip() (rtt, timeout time.Duration, ok bool)
+}
+
+// AnswerReporter is implemented by agents that call NoteAnswer whenever
+// their device answers a request of an operation (an error reply counts:
+// the device is there), so the engine can tell a slow device from one that
+// does not answer at all.
+type AnswerReporter interface {
+	ReportsAnswers() bool
+}
+
+type answerKey struct{}
+
+// WithAnswerHook returns a context whose operations call fn (concurrently
+// safe, possibly often) each time their device answers.
+func WithAnswerHook(ctx context.Context, fn func()) context.Context {
+	return context.WithValue(ctx, answerKey{}, fn)
+}
+
+// NoteAnswer tells the hook of ctx, if any, that the device answered.
+func NoteAnswer(ctx context.Context) {
+	if fn, ok := ctx.Value(answerKey{}).(func()); ok && fn != nil {
+		fn()
+	}
 }
 
 // Port is one entry of a device's port list.

@@ -1,11 +1,14 @@
 package daemon
 
 import (
+	"slices"
 	"time"
 
 	"github.com/fenced/fenced/daemon/api"
 	"github.com/fenced/fenced/daemon/config"
 	"github.com/fenced/fenced/daemon/health"
+	"github.com/fenced/fenced/quorum"
+	"github.com/fenced/fenced/stonith"
 )
 
 // newDeviceMonitor plans this node's device checks (package health): every
@@ -19,6 +22,8 @@ func newDeviceMonitor(d *Daemon) *health.Monitor {
 			d.metrics.deviceChecked(h)
 			d.devAlerts.observe(d, h)
 		},
+		Keep: func(dev health.Device) (health.Keeper, error) { return d.engine.Keep(dev.Target) },
+		Warm: d.wantWarm,
 	})
 }
 
@@ -44,6 +49,66 @@ func (d *Daemon) deviceWatchList(cfg *config.Config) []health.Device {
 		}
 	}
 	return devs
+}
+
+// warmSuccessors is how many of the nodes that would take over from a
+// holder keep a session open to its fence devices (besides the leader):
+// BMCs have few session slots (IPMI requires only four), so not every
+// node of a large cluster holds one.
+const warmSuccessors = 2
+
+// wantWarm says whether this node should hold a session to device now
+// (package health, "Warm sessions"): a fence that matters for a takeover
+// is of the holder, or of a former holder whose lease may still run, and
+// runs on the leader — the current one when it is not that node, else the
+// node that wins the election after it, which is one of the first in the
+// detector's rank order (quorum.RankOrder: voters that may hold primacy
+// first, in configuration order). Those keep the device's session warm:
+// the leader and the first warmSuccessors of the rank order.
+func (d *Daemon) wantWarm(device string) bool {
+	if d.raft == nil {
+		return false
+	}
+	v := d.raft.FSM().View()
+	targets := make([]string, 0, 1+len(v.Formers))
+	if v.Holder != "" {
+		targets = append(targets, v.Holder)
+	}
+	for n := range v.Formers {
+		targets = append(targets, n)
+	}
+	cfg := d.config() // the live configuration: a reload may change topologies
+	voters := make([]string, len(cfg.Nodes))
+	for i, n := range cfg.Nodes {
+		voters[i] = n.Name
+	}
+	leader := d.raft.Leader()
+	for _, target := range targets {
+		if target == d.self || !fencesWith(cfg, target, device) {
+			continue
+		}
+		if leader == d.self {
+			return true
+		}
+		order := quorum.RankOrder(voters, target, func(n string) bool {
+			nd, _ := cfg.NodeByName(n)
+			return nd.Witness() || v.Standby[n]
+		})
+		if i := slices.Index(order, d.self); i >= 0 && i < warmSuccessors {
+			return true
+		}
+	}
+	return false
+}
+
+// fencesWith reports whether device is in target's fence topology under cfg.
+func fencesWith(cfg *config.Config, target, device string) bool {
+	for _, lvl := range topology(cfg, target) {
+		if slices.ContainsFunc(lvl.Devices, func(t stonith.Target) bool { return t.Device == device }) {
+			return true
+		}
+	}
+	return false
 }
 
 // deviceHealth is the API's form of a device's health on this node.

@@ -118,7 +118,9 @@ func (f *engineFencer) run(ctx context.Context, req stonith.Request) stonith.Rec
 // lastFenceLevels returns the levels whose devices cut node in its newest
 // successful fence: every level with a successful off, not only the one
 // that completed (a level that failed may still have switched some of its
-// devices off, e.g. one PDU feed of two). nil means all levels.
+// devices off, e.g. one PDU feed of two), and every level with an off of
+// unknown outcome (one that was still running when another level
+// confirmed the fence may have cut the node too). nil means all levels.
 func lastFenceLevels(history []stonith.Record, node string) []int {
 	for i := len(history) - 1; i >= 0; i-- {
 		r := history[i]
@@ -127,7 +129,8 @@ func lastFenceLevels(history []stonith.Record, node string) []int {
 		}
 		var levels []int
 		for _, a := range r.Attempts {
-			if a.Result == stonith.ResultSuccess && a.Action != stonith.ActionOn && !slices.Contains(levels, a.Level) {
+			cut := a.Result == stonith.ResultSuccess || a.Result == stonith.ResultUnknown
+			if cut && a.Action != stonith.ActionOn && !slices.Contains(levels, a.Level) {
 				levels = append(levels, a.Level)
 			}
 		}

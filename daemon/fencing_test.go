@@ -18,9 +18,18 @@ func TestLastFenceLevels(t *testing.T) {
 		}},
 		{Kind: stonith.KindFence, Target: "b", Outcome: stonith.OutcomeSuccess, Attempts: []stonith.Attempt{{Level: 2, Action: "off", Result: "success"}}},
 		{Kind: stonith.KindFence, Target: "a", Outcome: stonith.OutcomeFailed},
+		// Level 1 did not answer; level 2 ran alongside and confirmed, and
+		// level 1 was stopped: its off may have happened.
+		{Kind: stonith.KindFence, Target: "d", Outcome: stonith.OutcomeSuccess, Attempts: []stonith.Attempt{
+			{Level: 2, Device: "pdu", Action: "off", Result: "success"},
+			{Level: 1, Device: "bmc", Action: "off", Result: "unknown"},
+		}},
 	}
 	if got := lastFenceLevels(h, "a"); !slices.Equal(got, []int{1, 2}) {
 		t.Errorf("levels %v, want [1 2]", got)
+	}
+	if got := lastFenceLevels(h, "d"); !slices.Equal(got, []int{1, 2}) {
+		t.Errorf("levels run side by side: %v, want [1 2]", got)
 	}
 	if got := lastFenceLevels(h, "c"); got != nil {
 		t.Errorf("never fenced: %v", got)

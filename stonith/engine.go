@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -91,9 +92,14 @@ type Engine struct {
 	// Now is the wall clock for Record.Started/Finished (tests may fix it).
 	// Durations always use the monotonic clock.
 	Now func() time.Time
+	// Hedge lets a level that is not answering start the next level
+	// alongside it, for off (see the package documentation, "Levels in
+	// parallel"). On by default.
+	Hedge bool
 
 	mu      sync.Mutex
 	running map[string]chan struct{} // node → closed when its operation ends
+	kept    map[string]*Kept         // device → its kept agent
 }
 
 // NewEngine returns an engine building agents from reg.
@@ -107,7 +113,9 @@ func NewEngine(reg *agents.Registry, log *slog.Logger) *Engine {
 		DefaultTimeout: 20 * time.Second,
 		RetryDelay:     250 * time.Millisecond,
 		Now:            time.Now,
+		Hedge:          true,
 		running:        map[string]chan struct{}{},
+		kept:           map[string]*Kept{},
 	}
 }
 
@@ -178,7 +186,7 @@ func (e *Engine) Fence(ctx context.Context, req Request) Record {
 	rec.Started = e.Now()
 	log.Info("fence started", "levels", len(req.Topology), "reason", req.Reason, "requested_by", req.RequestedBy)
 
-	run := &operation{e: e, req: req, rec: &rec, log: log}
+	run := &operation{e: e, req: req, rec: &rec, log: log, start: time.Now()}
 	if req.Action == ActionOn {
 		outcome, msg := run.unfence(ctx)
 		return finish(outcome, msg)
@@ -201,10 +209,11 @@ func (e *Engine) Fence(ctx context.Context, req Request) Record {
 
 // operation is one running request.
 type operation struct {
-	e   *Engine
-	req Request
-	rec *Record
-	log *slog.Logger
+	e     *Engine
+	req   Request
+	rec   *Record
+	log   *slog.Logger
+	start time.Time // monotonic, for Attempt.Started
 
 	mu sync.Mutex // guards rec.Attempts and serialises OnProgress
 }
@@ -212,6 +221,9 @@ type operation struct {
 // off walks the levels in order until one succeeds. It returns the outcome,
 // the 1-based level that succeeded, and a summary of the failures.
 func (o *operation) off(ctx context.Context) (outcome string, level int, msg string) {
+	if o.e.Hedge && o.req.Action == ActionOff && len(o.req.Topology) > 1 {
+		return o.offHedged(ctx)
+	}
 	var problems []string
 	unknown := false
 	for i := range o.req.Topology {
@@ -279,6 +291,12 @@ type levelResult struct {
 
 // level runs action on every device of level n in parallel.
 func (o *operation) level(ctx context.Context, n int, action string) levelResult {
+	return o.levelWatched(ctx, n, action, nil)
+}
+
+// levelWatched is level; answered[i], when given, is called whenever
+// device i answers.
+func (o *operation) levelWatched(ctx context.Context, n int, action string, answered []func()) levelResult {
 	devs := o.req.Topology[n-1].Devices
 	if len(devs) == 0 {
 		return levelResult{err: "no devices"}
@@ -289,9 +307,13 @@ func (o *operation) level(ctx context.Context, n int, action string) levelResult
 	var wg sync.WaitGroup
 	for i, t := range devs {
 		wg.Add(1)
+		var hook func()
+		if answered != nil {
+			hook = answered[i]
+		}
 		go func() {
 			defer wg.Done()
-			results[i] = o.device(ctx, n, t, action)
+			results[i] = o.device(ctx, n, t, action, hook)
 		}()
 	}
 	wg.Wait()
@@ -315,10 +337,10 @@ type deviceResult struct {
 }
 
 // device runs action on one device, with retries, and records every try.
-func (o *operation) device(ctx context.Context, level int, t Target, action string) deviceResult {
+func (o *operation) device(ctx context.Context, level int, t Target, action string, answered func()) deviceResult {
 	log := o.log.With("level", level, "device", t.Device, "agent", t.Agent)
-	base := Attempt{Level: level, Device: t.Device, Agent: t.Agent, Plug: t.Plug, Action: action}
-	a, closeAgent, err := o.e.build(t, log)
+	base := Attempt{Level: level, Device: t.Device, Agent: t.Agent, Plug: t.Plug, Action: action, Start: time.Since(o.start)}
+	a, closeAgent, err := o.e.agentFor(t, log)
 	if err != nil {
 		// A configuration error: nothing was sent, retrying cannot help.
 		at := base
@@ -341,8 +363,9 @@ func (o *operation) device(ctx context.Context, level int, t Target, action stri
 			}
 			delay = min(delay*2, 8*o.e.RetryDelay)
 		}
-		at := o.e.try(ctx, a, t, action)
-		at.Level, at.Device, at.Agent, at.Plug, at.Action, at.Try = level, t.Device, t.Agent, t.Plug, action, try
+		started := time.Since(o.start)
+		at := o.e.try(ctx, a, t, action, answered)
+		at.Level, at.Device, at.Agent, at.Plug, at.Action, at.Try, at.Start = level, t.Device, t.Agent, t.Plug, action, try, started
 		o.record(at.Attempt)
 		switch at.Result {
 		case ResultSuccess:
@@ -372,45 +395,56 @@ type tryResult struct {
 }
 
 // try makes one try: the agent's action (which reads back itself), then the
-// engine's own status query, which must agree. Success is never reported
-// without that read-back.
-func (e *Engine) try(ctx context.Context, a agents.Agent, t Target, action string) tryResult {
+// engine's own status query, which must agree. An agent that can send its
+// command on its own (agents.Commander) is sent the command, and the
+// engine's status queries are then the read-back. Success is never
+// reported without the engine's read-back.
+func (e *Engine) try(ctx context.Context, a agents.Agent, t Target, action string, answered func()) tryResult {
 	timeout := t.Timeout
 	if timeout <= 0 {
 		timeout = e.DefaultTimeout
 	}
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	if answered != nil {
+		tctx = agents.WithAnswerHook(tctx, answered)
+	}
 	start := time.Now()
 	var res tryResult
 	want := agents.StateOff
-	var err error
 	if action == ActionOn {
 		want = agents.StateOn
-		err = a.On(tctx)
-	} else {
-		err = a.Off(tctx)
 	}
-	if err == nil {
-		var st agents.State
-		rb := time.Now()
-		st, err = a.Status(tctx)
-		res.ReadBackDuration = time.Since(rb)
-		switch {
-		case err != nil:
-			// The action reported success, our own read-back did not
-			// answer: we cannot tell, so this is not a confirmation.
-			err = agents.Unknown("read-back status", err)
-			res.ReadBack = agents.StateUnknown.String()
-		case st != want:
-			res.ReadBack = st.String()
-			if st == agents.StateUnknown {
-				err = agents.Unknown("read-back status", fmt.Errorf("device acknowledged %s but its state reads unknown", action))
-			} else {
-				err = agents.Failed("read-back status", fmt.Errorf("device acknowledged %s but reads back %s", action, st))
+	var err error
+	if c, ok := a.(agents.Commander); ok {
+		err = e.command(tctx, c, a, want, &res)
+	} else {
+		if want == agents.StateOn {
+			err = a.On(tctx)
+		} else {
+			err = a.Off(tctx)
+		}
+		if err == nil {
+			var st agents.State
+			rb := time.Now()
+			st, err = a.Status(tctx)
+			res.ReadBackDuration = time.Since(rb)
+			switch {
+			case err != nil:
+				// The action reported success, our own read-back did not
+				// answer: we cannot tell, so this is not a confirmation.
+				err = agents.Unknown("read-back status", err)
+				res.ReadBack = agents.StateUnknown.String()
+			case st != want:
+				res.ReadBack = st.String()
+				if st == agents.StateUnknown {
+					err = agents.Unknown("read-back status", fmt.Errorf("device acknowledged %s but its state reads unknown", action))
+				} else {
+					err = agents.Failed("read-back status", fmt.Errorf("device acknowledged %s but reads back %s", action, st))
+				}
+			default:
+				res.ReadBack = st.String()
 			}
-		default:
-			res.ReadBack = st.String()
 		}
 	}
 	res.Duration = time.Since(start)
@@ -429,7 +463,86 @@ func (e *Engine) try(ctx context.Context, a agents.Agent, t Target, action strin
 	if err != nil && tctx.Err() != nil && ctx.Err() == nil && !strings.Contains(res.Error, "timeout") {
 		res.Error = fmt.Sprintf("device timeout %v: %s", timeout, res.Error)
 	}
+	if err != nil && ctx.Err() != nil {
+		if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
+			res.Error = fmt.Sprintf("stopped (%v): %s", cause, res.Error)
+		}
+	}
 	return res
+}
+
+// Read-back polling after a command: at once, then every readBackPoll,
+// every readBackSlowPoll after readBackSlowAfter (a chassis that takes its
+// time is not flooded).
+const (
+	readBackPoll      = 100 * time.Millisecond
+	readBackSlowPoll  = 500 * time.Millisecond
+	readBackSlowAfter = 5 * time.Second
+)
+
+// command sends want's command through c and reads the state back until
+// it is want, within the command's window and ctx. A refused command is
+// still read back once (a BMC may refuse power-off because the chassis is
+// already off): success needs the state read back as want, whatever the
+// command said; an error reply never counts as success by itself.
+func (e *Engine) command(ctx context.Context, c agents.Commander, a agents.Agent, want agents.State, res *tryResult) error {
+	window, cerr := c.Command(ctx, want)
+	rb := time.Now()
+	defer func() { res.ReadBackDuration = time.Since(rb) }()
+	if errors.Is(cerr, agents.ErrAuth) || (cerr != nil && ctx.Err() != nil) {
+		return cerr
+	}
+	deadline := rb.Add(window)
+	if cerr != nil || window <= 0 {
+		deadline = rb // one read only
+	}
+	var st agents.State
+	var serr error
+	// read: the state of the last read that answered, if one did.
+	read, answered := agents.StateUnknown, false
+	for polls := 0; ; polls++ {
+		st, serr = a.Status(ctx)
+		if serr == nil {
+			read, answered = st, true
+		}
+		res.ReadBack = st.String()
+		if serr == nil && st == want {
+			if cerr != nil {
+				e.log.Info("device refused or did not acknowledge the command, but reads back "+want.String(), "err", cerr)
+			}
+			return nil
+		}
+		if serr != nil {
+			res.ReadBack = agents.StateUnknown.String()
+		}
+		wait := readBackPoll
+		if time.Since(rb) > readBackSlowAfter {
+			wait = readBackSlowPoll
+		}
+		if ctx.Err() != nil || time.Until(deadline) < wait {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+	switch {
+	case cerr != nil:
+		// Refused (the state is not want: the refusal stands) or not
+		// acknowledged (it may still happen: unknown).
+		return cerr
+	case serr != nil && ctx.Err() != nil && answered && read != want && read != agents.StateUnknown:
+		// The try's time ran out during a read, after reads that answered
+		// and still said otherwise: that is what the device says.
+		res.ReadBack = read.String()
+		return agents.Failed("read-back status", fmt.Errorf("device acknowledged %s but still read back %s when the device timeout ended, after %v", want, read, time.Since(rb).Round(time.Millisecond)))
+	case serr != nil:
+		return agents.Unknown("read-back status", fmt.Errorf("command acknowledged; reading the state back: %w", serr))
+	case st == agents.StateUnknown:
+		return agents.Unknown("read-back status", fmt.Errorf("device acknowledged %s but its state reads unknown", want))
+	}
+	return agents.Failed("read-back status", fmt.Errorf("device acknowledged %s but still reads back %s after %v", want, st, time.Since(rb).Round(time.Millisecond)))
 }
 
 // maxStderr bounds the plugin output kept in a record.
@@ -464,13 +577,36 @@ func (o *operation) record(at Attempt) {
 	}
 }
 
+// agentFor returns the agent for t: the device's kept agent when one is
+// kept for exactly t's parameters (so its session is used), else one
+// built for this operation and closed after it.
+func (e *Engine) agentFor(t Target, log *slog.Logger) (agents.Agent, func(), error) {
+	if k := e.keptFor(t); k != nil {
+		return k.a, func() {}, nil
+	}
+	return e.build(t, log)
+}
+
 // build makes the agent for t. Agents are built per operation and closed
-// after it, so a device's connection or session never outlives one fence
-// and a changed configuration takes effect at the next fence.
+// after it, unless the device is kept (Keep).
 func (e *Engine) build(t Target, log *slog.Logger) (agents.Agent, func(), error) {
+	a, err := e.newAgent(t, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	return a, func() {
+		if c, ok := a.(agents.Closer); ok {
+			if err := c.Close(); err != nil {
+				log.Debug("close agent", "err", err)
+			}
+		}
+	}, nil
+}
+
+func (e *Engine) newAgent(t Target, log *slog.Logger) (agents.Agent, error) {
 	k, ok := e.reg.Lookup(t.Agent)
 	if !ok {
-		return nil, nil, fmt.Errorf("device %s: unknown agent %q", t.Device, t.Agent)
+		return nil, fmt.Errorf("device %s: unknown agent %q", t.Device, t.Agent)
 	}
 	p := make(agents.Params, len(t.Params)+1)
 	for n, v := range t.Params {
@@ -481,15 +617,25 @@ func (e *Engine) build(t Target, log *slog.Logger) (agents.Agent, func(), error)
 	}
 	a, err := k.New(p, log)
 	if err != nil {
-		return nil, nil, fmt.Errorf("device %s: %w", t.Device, err)
+		return nil, fmt.Errorf("device %s: %w", t.Device, err)
 	}
-	return a, func() {
-		if c, ok := a.(agents.Closer); ok {
-			if err := c.Close(); err != nil {
-				log.Debug("close agent", "err", err)
-			}
-		}
-	}, nil
+	return a, nil
+}
+
+// targetKey identifies what an agent is built from: kind, plug and
+// parameters (not the timeout, which the engine applies).
+func targetKey(t Target) string {
+	names := make([]string, 0, len(t.Params))
+	for n := range t.Params {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	b.WriteString(t.Agent + "\x00" + t.Plug)
+	for _, n := range names {
+		b.WriteString("\x00" + n + "=" + t.Params[n])
+	}
+	return b.String()
 }
 
 // DeviceStatus reads the state of t's target without changing it, within

@@ -97,6 +97,27 @@ func TestIPMITopology(t *testing.T) {
 	}
 }
 
+// A BMC that acknowledges power-off and stays on, with a device timeout
+// that ends while the engine is still reading the state back (shorter
+// than power_timeout): the try is failed and names the state read, not
+// unknown — every read that answered said on.
+func TestIPMIStaysOnPastDeviceTimeout(t *testing.T) {
+	e := ipmiEngine()
+	b := startBMC(t, ipmisim.BMCConfig{PoweredOn: true})
+	b.SetIgnorePowerOff(true)
+	tg := ipmiTarget("psu-b", b.Host(), b.Port())
+	tg.Params["power_timeout"] = "20"
+	tg.Timeout = 1500 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rec := e.Fence(ctx, Request{Target: "node2", Action: ActionOff, Topology: Topology{{Devices: []Target{tg}}}})
+	t.Logf("%s: %s: %s", rec.Outcome, summary(rec), rec.Error)
+	if rec.Outcome != OutcomeFailed || rec.Attempts[0].Result != ResultFailed || rec.Attempts[0].ReadBack != "on" ||
+		!strings.Contains(rec.Error, "still read back on") {
+		t.Fatalf("outcome %s (%s): %s", rec.Outcome, summary(rec), rec.Error)
+	}
+}
+
 // One of the two BMCs acknowledges power-off and never powers off: the
 // level fails, and the record is not a success.
 func TestIPMIOneOfTwoFails(t *testing.T) {
@@ -113,7 +134,7 @@ func TestIPMIOneOfTwoFails(t *testing.T) {
 	if rec.Outcome != OutcomeFailed {
 		t.Fatalf("outcome %s, want failed (%s)", rec.Outcome, rec.Error)
 	}
-	if !strings.Contains(summary(rec), "1/psu-b/off/1=failed()") || !strings.Contains(rec.Error, "psu-b") || strings.Contains(rec.Error, "psu-a") {
+	if !strings.Contains(summary(rec), "1/psu-b/off/1=failed(on)") || !strings.Contains(rec.Error, "psu-b") || strings.Contains(rec.Error, "psu-a") {
 		t.Fatalf("attempts %q error %q", summary(rec), rec.Error)
 	}
 	if !b.PoweredOn() {

@@ -8,10 +8,12 @@ import (
 	"log/slog"
 	"reflect"
 	"strings"
+	"sync"
 	"time"
 	"unsafe"
 
 	"github.com/bougou/go-ipmi/pkg/client"
+	"github.com/bougou/go-ipmi/pkg/command/app"
 	"github.com/bougou/go-ipmi/pkg/command/chassis"
 	"github.com/bougou/go-ipmi/pkg/types"
 
@@ -35,16 +37,35 @@ func Kind() agents.Kind {
 	}
 }
 
-// Agent fences one node through its BMC. It is safe for concurrent use:
-// each operation opens its own session.
+// Agent fences one node through its BMC. It is safe for concurrent use.
+//
+// The agent holds at most one authenticated session, opened by the first
+// operation that needs one and reused by the next, until Close (a fence is
+// then a command and its read-back, not a login each time). Operations on
+// the held session take turns; a keep-alive yields to an operation. When
+// the held session does not answer (the BMC restarted, or expired it), the
+// operation drops it and runs again on a new one: a held session is never
+// trusted for a result. Kept long (the health monitor's agent, see
+// agents.Keeper), Check logs in anew on every check and keeps that session
+// in place of the old one, so a changed password shows at the next check.
 type Agent struct {
 	cfg *config
 	log *slog.Logger
+	est *estimator
+
+	mu     sync.Mutex
+	held   *session
+	closed bool
 }
 
 var (
-	_ agents.Agent   = (*Agent)(nil)
-	_ agents.Monitor = (*Agent)(nil)
+	_ agents.Agent          = (*Agent)(nil)
+	_ agents.Monitor        = (*Agent)(nil)
+	_ agents.Closer         = (*Agent)(nil)
+	_ agents.Commander      = (*Agent)(nil)
+	_ agents.Keeper         = (*Agent)(nil)
+	_ agents.RoundTripper   = (*Agent)(nil)
+	_ agents.AnswerReporter = (*Agent)(nil)
 )
 
 // New validates p and returns an agent; it does not touch the network.
@@ -56,7 +77,7 @@ func New(p agents.Params, log *slog.Logger) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ipmi: %w", err)
 	}
-	return &Agent{cfg: cfg, log: log.With("addr", cfg.addr())}, nil
+	return &Agent{cfg: cfg, log: log.With("addr", cfg.addr()), est: newEstimator(cfg.commandTimeout)}, nil
 }
 
 // Status reads the chassis power state.
@@ -80,6 +101,27 @@ func (a *Agent) On(ctx context.Context) error {
 	return a.withSession(ctx, func(s *session) error { return s.setPower(ctx, agents.StateOn) })
 }
 
+// Command sends power down (or up) without reading the state before or
+// after: the stonith engine reads it back. Sending power down to a chassis
+// that is already off is harmless (and what a BMC that refuses it means is
+// settled by the read-back).
+func (a *Agent) Command(ctx context.Context, want agents.State) (time.Duration, error) {
+	control, what := chassis.ChassisControlPowerDown, "chassis power off"
+	if want == agents.StateOn {
+		control, what = chassis.ChassisControlPowerUp, "chassis power on"
+	}
+	err := a.withSession(ctx, func(s *session) error {
+		_, err := s.c.ChassisControl(ctx, control)
+		s.answered(ctx, err)
+		if err != nil {
+			return s.classify(ctx, what, err, true)
+		}
+		s.a.log.Info("ipmi "+what+" sent", "session_age", time.Since(s.opened).Round(time.Millisecond))
+		return nil
+	})
+	return a.cfg.powerTimeout, err
+}
+
 // Reboot is off, confirmed off, then on, in one session. If the node went
 // off but did not come back on, the error says so: the node is fenced but
 // not restarted.
@@ -98,75 +140,451 @@ func (a *Agent) Reboot(ctx context.Context) error {
 // Monitor checks the BMC answers and accepts our credentials (Get Device ID)
 // without touching the chassis.
 func (a *Agent) Monitor(ctx context.Context) error {
-	return a.withSession(ctx, func(s *session) error {
-		if _, err := s.c.GetDeviceID(ctx); err != nil {
-			return s.classify(ctx, "get device id", err, false)
+	return a.withSession(ctx, func(s *session) error { return s.deviceID(ctx) })
+}
+
+// Check logs in anew and asks Get Device ID; with keep, the new session is
+// held from then on and the previous one logged out (so for the time of
+// one login two sessions are open).
+func (a *Agent) Check(ctx context.Context, keep bool) error {
+	s, err := a.open(ctx)
+	if err != nil && sessionsFull(err) && a.Holds() {
+		// No slot for a second session: rotate in place (log the held one
+		// out first) rather than report a working BMC as failing.
+		a.log.Info("ipmi BMC has no free session slot; logging out the held session to check on a new one")
+		a.drop()
+		s, err = a.open(ctx)
+	}
+	if err == nil {
+		err = s.deviceID(ctx)
+	}
+	if err != nil {
+		if s != nil {
+			s.closeAfter(ctx, err)
 		}
+		if !keep {
+			a.drop()
+		}
+		return err
+	}
+	if !keep {
+		s.close(ctx, true)
+		a.drop()
 		return nil
-	})
+	}
+	s.busy <- struct{}{}
+	a.swapIn(ctx, s, nil)
+	s.give()
+	return nil
+}
+
+// swapIn holds s, which the caller has taken, in place of the held session
+// and closes that one through s once nobody uses it: Close Session by its
+// ID is answered even when the old session is no longer valid on the BMC,
+// and frees its slot at once. owned is the session the caller has taken
+// and found dead; if another has been swapped in meanwhile, s is not held
+// (give closes it) and only owned is closed.
+func (a *Agent) swapIn(ctx context.Context, s, owned *session) {
+	a.mu.Lock()
+	old := a.held
+	switch {
+	case a.closed, owned != nil && old != owned:
+		s.private = true
+		old = owned
+	default:
+		a.held, s.private = s, false
+	}
+	a.mu.Unlock()
+	if old == nil || old == s {
+		return
+	}
+	if old != owned {
+		// An operation may be using it: let it finish.
+		select {
+		case old.busy <- struct{}{}:
+			defer func() { <-old.busy }()
+		case <-ctx.Done():
+		}
+	}
+	var id uint32
+	if old.conn != nil {
+		id = old.conn.sessionID()
+	}
+	old.close(ctx, false)
+	if id == 0 {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*a.est.rto())
+	defer cancel()
+	if _, err := s.c.CloseSession(cctx, &app.CloseSessionRequest{SessionID: id}); err != nil {
+		a.log.Debug("ipmi close the replaced session", "session_id", id, "err", err)
+	}
+}
+
+// KeepAlive asks Get Device ID on the held session; an operation that needs
+// the session cancels it.
+func (a *Agent) KeepAlive(ctx context.Context) error {
+	a.mu.Lock()
+	s := a.held
+	a.mu.Unlock()
+	if s == nil || !s.tryTake() {
+		return nil
+	}
+	kctx, cancel := context.WithCancel(ctx)
+	s.setYield(cancel)
+	err := s.deviceID(kctx)
+	s.setYield(nil)
+	yielded := kctx.Err() != nil && ctx.Err() == nil
+	cancel()
+	switch {
+	case err == nil, yielded:
+		s.give()
+		return nil
+	case ctx.Err() != nil:
+		s.give()
+		return ctx.Err()
+	}
+	// Kept: the check that follows replaces it if a new session can be
+	// opened (see withSession).
+	s.give()
+	return err
+}
+
+// KeepAliveInterval: below the inactivity timeout after which IPMI v2.0
+// BMCs end a session (60 s by default, per the specification).
+func (a *Agent) KeepAliveInterval() time.Duration { return 20 * time.Second }
+
+// Holds reports whether the agent holds a session.
+func (a *Agent) Holds() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.held != nil
+}
+
+// Drop logs out the held session, if any.
+func (a *Agent) Drop() { a.drop() }
+
+// RoundTrip is the BMC's measured round-trip time and request timeout.
+func (a *Agent) RoundTrip() (time.Duration, time.Duration, bool) { return a.est.roundTrip() }
+
+// ReportsAnswers: every reply of the BMC is reported to agents.NoteAnswer.
+func (a *Agent) ReportsAnswers() bool { return true }
+
+// Close logs out the held session; the agent opens no other.
+func (a *Agent) Close() error {
+	a.mu.Lock()
+	s := a.held
+	a.held, a.closed = nil, true
+	a.mu.Unlock()
+	if s != nil {
+		s.retire(context.Background())
+	}
+	return nil
 }
 
 // session is one authenticated BMC session.
 type session struct {
-	a *Agent
-	c *client.Client
+	a      *Agent
+	c      *client.Client
+	conn   *timedConn
+	opened time.Time
+
+	busy    chan struct{} // holds one token while an operation or keep-alive uses it
+	private bool          // not held: closed when given back
+	dead    chan struct{} // closed when the session is closed
+	once    sync.Once
+	mu      sync.Mutex
+	yield   func() // cancels the keep-alive using it, if one does
 }
 
 func (a *Agent) op(what string) string { return "ipmi " + a.cfg.addr() + ": " + what }
 
-// withSession opens a session, runs fn, and always closes the session.
+// withSession runs fn on the held session, or on a new one (then held),
+// and runs it once more on a new session if the held one did not answer.
 func (a *Agent) withSession(ctx context.Context, fn func(*session) error) error {
+	s, fresh, err := a.take(ctx)
+	if err != nil {
+		return err
+	}
+	err = fn(s)
+	if err == nil || fresh || ctx.Err() != nil || !(agents.IsUnknown(err) || errors.Is(err, agents.ErrAuth)) {
+		s.give()
+		return err
+	}
+	// No answer (or a refusal of the session itself) on a session opened
+	// earlier: the BMC may have restarted or dropped it, or it may not
+	// answer at all. The operation runs once more on a new session
+	// (sending off a second time is harmless, and only the read-back
+	// decides), which then replaces the held one. If no new session can be
+	// opened either, the held one is kept: the BMC may still know it when
+	// it answers again, and a session given up is a slot of the BMC's few
+	// taken until it expires.
+	a.log.Info("ipmi held session failed; retrying on a new one", "session_age", time.Since(s.opened).Round(time.Millisecond), "err", err)
+	s2, err2 := a.open(ctx)
+	if err2 != nil {
+		s.give()
+		return fmt.Errorf("%w (after the held session failed: %v)", err2, err)
+	}
+	s2.busy <- struct{}{}
+	a.swapIn(ctx, s2, s)
+	s.give()
+	defer s2.give()
+	return fn(s2)
+}
+
+// take returns the held session, taken for one operation (a keep-alive on
+// it is cancelled, another operation waited for), or a new session, held
+// from then on unless the agent holds another by then. fresh reports a
+// new session; private one that is not held (give closes it).
+func (a *Agent) take(ctx context.Context) (s *session, fresh bool, err error) {
+	for {
+		a.mu.Lock()
+		s = a.held
+		a.mu.Unlock()
+		if s == nil {
+			break
+		}
+		err := s.takeFromKeepAlive(ctx)
+		if err == nil {
+			return s, false, nil
+		}
+		if ctx.Err() != nil {
+			return nil, false, agents.Failed(a.op("session"), fmt.Errorf("waiting for the session: %w", ctx.Err()))
+		}
+		// Retired or dropped while we waited: look again.
+	}
+	s, err = a.open(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	s.busy <- struct{}{}
+	a.mu.Lock()
+	if a.held == nil && !a.closed {
+		a.held = s
+	} else {
+		s.private = true
+	}
+	a.mu.Unlock()
+	return s, true, nil
+}
+
+// drop forgets the held session and logs it out once no operation uses it.
+func (a *Agent) drop() {
+	a.mu.Lock()
+	s := a.held
+	a.held = nil
+	a.mu.Unlock()
+	if s != nil {
+		s.retire(context.Background())
+	}
+}
+
+// open logs in. The login may take longer than login_timeout when the
+// BMC's measured latency needs it (six round trips at the request
+// timeout); when the first try taught the agent that the BMC is slower
+// than it knew, it tries once more with a budget that fits.
+func (a *Agent) open(ctx context.Context) (*session, error) {
+	for attempt := 0; ; attempt++ {
+		before := a.est.rto()
+		s, err := a.login(ctx, min(max(a.cfg.loginTimeout, 6*before), maxLogin))
+		if err == nil {
+			return s, nil
+		}
+		if attempt == 0 && ctx.Err() == nil && !errors.Is(err, agents.ErrAuth) && a.est.rto() > before*3/2 {
+			a.log.Info("ipmi BMC slower than known; logging in again with a longer budget", "timeout", a.est.rto())
+			continue
+		}
+		return nil, err
+	}
+}
+
+// maxLogin bounds a login however slow the BMC is.
+const maxLogin = time.Minute
+
+func (a *Agent) login(ctx context.Context, budget time.Duration) (*session, error) {
 	cfg := a.cfg
 	password, err := cfg.secrets.Secret(ctx, "password")
 	if err != nil {
-		return agents.Failed(a.op("password"), err)
+		return nil, agents.Failed(a.op("password"), err)
 	}
 	if len(password) > 20 {
-		return agents.Failed(a.op("password"), errors.New("longer than 20 bytes, the IPMI maximum"))
+		return nil, agents.Failed(a.op("password"), errors.New("longer than 20 bytes, the IPMI maximum"))
 	}
 	c, err := client.NewClient(cfg.host, cfg.port, cfg.username, password)
 	if err != nil {
-		return agents.Failed(a.op("client"), errors.New("invalid user name"))
+		return nil, agents.Failed(a.op("client"), errors.New("invalid user name"))
 	}
-	c.WithTimeout(cfg.commandTimeout).WithRetry(cfg.retries).WithMaxPrivilegeLevel(cfg.privilege)
+	s := &session{a: a, c: c, busy: make(chan struct{}, 1), dead: make(chan struct{})}
+	// go-ipmi neither resends nor times out on its own: the session's
+	// connection does, at the BMC's pace (transport.go).
+	c.WithTimeout(noDeadline).WithRetry(0).WithMaxPrivilegeLevel(cfg.privilege).
+		WithUDPProxy(dialer{est: a.est, retries: cfg.retries, made: func(tc *timedConn) { s.conn = tc }})
 	if cfg.lanplus {
 		c.WithInterface(client.InterfaceLanplus).WithCipherSuiteID(cfg.cipher)
 		if len(cfg.kg) > 0 {
 			if err := setKG(c, cfg.kg); err != nil {
-				return agents.Failed(a.op("kg"), err)
+				return nil, agents.Failed(a.op("kg"), err)
 			}
 		}
 	} else {
 		c.WithInterface(client.InterfaceLan)
 	}
-	s := &session{a: a, c: c}
 
 	start := time.Now()
-	loginCtx, cancel := context.WithTimeout(ctx, cfg.loginTimeout)
+	loginCtx, cancel := context.WithTimeout(ctx, budget)
 	err = c.Connect(loginCtx)
+	timedOut := errors.Is(loginCtx.Err(), context.DeadlineExceeded)
 	cancel()
 	if err != nil {
-		// A half-open session is closed too, so the BMC's slot is freed.
-		s.close(ctx)
-		return s.classify(ctx, "connect", err, false)
+		if isAuthError(err, err.Error()) {
+			agents.NoteAnswer(ctx)
+		}
+		// A half-open session is closed too, so the BMC's slot is freed
+		// (if the BMC answers at all).
+		s.close(ctx, isAuthError(err, err.Error()))
+		if timedOut && ctx.Err() == nil {
+			err = fmt.Errorf("login not done within %v: %w", budget.Round(time.Millisecond), err)
+		}
+		return nil, s.classify(ctx, "connect", err, false)
 	}
+	agents.NoteAnswer(ctx)
+	s.opened = time.Now()
 	a.log.Debug("ipmi session open", "lanplus", cfg.lanplus, "cipher", int(cfg.cipher), "took", time.Since(start))
-	defer s.close(ctx)
-	return fn(s)
+	return s, nil
 }
 
-func (s *session) close(ctx context.Context) {
-	// The session must end even when ctx is already done.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.a.cfg.commandTimeout)
-	defer cancel()
-	if err := s.c.Close(ctx); err != nil {
-		s.a.log.Debug("ipmi close session", "err", err)
+// errRetired: the session was closed while a taker waited for it.
+var errRetired = errors.New("session closed")
+
+// tryTake takes s if nobody uses it and it is open.
+func (s *session) tryTake() bool {
+	select {
+	case s.busy <- struct{}{}:
+	default:
+		return false
 	}
+	select {
+	case <-s.dead:
+		<-s.busy
+		return false
+	default:
+	}
+	s.wake()
+	return true
+}
+
+// takeFromKeepAlive takes s for an operation: a keep-alive using it is
+// cancelled; another operation is waited for.
+func (s *session) takeFromKeepAlive(ctx context.Context) error {
+	if s.tryTake() {
+		return nil
+	}
+	s.mu.Lock()
+	y := s.yield
+	s.mu.Unlock()
+	if y != nil {
+		y()
+		s.wake()
+	}
+	select {
+	case s.busy <- struct{}{}:
+	case <-s.dead:
+		return errRetired
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-s.dead:
+		<-s.busy
+		return errRetired
+	default:
+	}
+	s.wake()
+	return nil
+}
+
+// wake ends a wait left on the socket by an exchange nobody waits for any
+// more (go-ipmi's own keep-alive, or one given up), so that the taker's
+// requests go out at once.
+func (s *session) wake() {
+	if s.conn != nil {
+		s.conn.interrupt()
+	}
+}
+
+// give returns s after use; a private session is closed.
+func (s *session) give() {
+	if s.private {
+		s.close(context.Background(), true)
+	}
+	<-s.busy
+}
+
+func (s *session) setYield(fn func()) {
+	s.mu.Lock()
+	s.yield = fn
+	s.mu.Unlock()
+}
+
+// retire waits (within ctx) until no operation uses s, then logs it out.
+func (s *session) retire(ctx context.Context) {
+	select {
+	case s.busy <- struct{}{}:
+		defer func() { <-s.busy }()
+	case <-ctx.Done():
+	}
+	s.close(ctx, true)
+}
+
+// close ends the session, once. graceful sends Close Session (bounded by a
+// few request timeouts); otherwise the socket is closed at once and the
+// BMC expires the session (it did not answer anyway).
+func (s *session) close(ctx context.Context, graceful bool) {
+	s.once.Do(func() {
+		close(s.dead)
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(s.a.cfg.commandTimeout, s.a.est.rto()*3))
+		defer cancel()
+		if !graceful {
+			if s.conn != nil {
+				s.conn.UDPConn.Close()
+			}
+			cancel()
+		} else {
+			s.wake()
+		}
+		if err := s.c.Close(cctx); err != nil {
+			s.a.log.Debug("ipmi close session", "err", err)
+		}
+	})
+}
+
+// closeAfter closes s after err: gracefully if the BMC answers.
+func (s *session) closeAfter(ctx context.Context, err error) {
+	s.close(ctx, err == nil || !agents.IsUnknown(err))
+}
+
+// answered reports a reply of the BMC (err nil or an IPMI refusal).
+func (s *session) answered(ctx context.Context, err error) {
+	var rerr *types.ResponseError
+	if err == nil || errors.As(err, &rerr) {
+		agents.NoteAnswer(ctx)
+	}
+}
+
+// deviceID asks Get Device ID.
+func (s *session) deviceID(ctx context.Context) error {
+	_, err := s.c.GetDeviceID(ctx)
+	s.answered(ctx, err)
+	if err != nil {
+		return s.classify(ctx, "get device id", err, false)
+	}
+	return nil
 }
 
 // power reads the chassis power state.
 func (s *session) power(ctx context.Context) (agents.State, error) {
 	res, err := s.c.GetChassisStatus(ctx)
+	s.answered(ctx, err)
 	if err != nil {
 		return agents.StateUnknown, s.classify(ctx, "get chassis status", err, false)
 	}
@@ -192,7 +610,9 @@ func (s *session) setPower(ctx context.Context, want agents.State) error {
 	}
 	what := "chassis power " + want.String()
 	start := time.Now()
-	if _, err := s.c.ChassisControl(ctx, control); err != nil {
+	_, err = s.c.ChassisControl(ctx, control)
+	s.answered(ctx, err)
+	if err != nil {
 		// No answer to the command itself: it may have been carried out.
 		return s.classify(ctx, what, err, true)
 	}
@@ -236,11 +656,13 @@ func (s *session) classify(ctx context.Context, what string, err error, sent boo
 	switch {
 	case isAuthError(err, msg):
 		return agents.AuthFailed(op, clean)
-	case !sent && strings.Contains(msg, "ActivateSession failed") && (strings.Contains(msg, "deadline") || strings.Contains(msg, "timeout")):
+	case !sent && strings.Contains(msg, "ActivateSession failed") && (strings.Contains(msg, "deadline") || strings.Contains(msg, "timeout") || strings.Contains(msg, errNoReply.Error())):
 		// IPMI v1.5 BMCs silently drop an Activate Session whose auth code
 		// (the password) is wrong, after answering the challenge: the BMC
 		// is there, our credentials are not accepted, no command was sent.
 		return agents.AuthFailed(op, fmt.Errorf("no reply to Activate Session after a challenge (IPMI v1.5 BMCs drop requests with a wrong password): %w", clean))
+	case sessionsFull(err) && !sent:
+		return agents.Failed(op, fmt.Errorf("the BMC has no free session slot (every one is in use): %w", clean))
 	case errors.As(err, &rerr) && !sent:
 		// The BMC answered with a completion code: it refused.
 		return agents.Failed(op, clean)
@@ -254,6 +676,16 @@ func (s *session) classify(ctx context.Context, what string, err error, sent boo
 	// No answer (timeout, refused port, dropped reply): we cannot tell
 	// what the BMC did, nor what state the node is in.
 	return agents.Unknown(op, clean)
+}
+
+// sessionsFull recognises a BMC refusing a new session because its
+// session table is full (RMCP+ status 1; go-ipmi flattens it into text).
+func sessionsFull(err error) bool {
+	var serr *types.RmcpStatusError
+	if errors.As(err, &serr) && serr.StatusCode() == types.RmcpStatusCodeNoResToCreateSess {
+		return true
+	}
+	return strings.Contains(err.Error(), "Insufficient resources to create a session")
 }
 
 // isAuthError recognises authentication failures. go-ipmi flattens its

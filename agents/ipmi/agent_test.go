@@ -41,6 +41,7 @@ func newAgent(t *testing.T, p agents.Params, log *slog.Logger) *Agent {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { a.Close() })
 	return a
 }
 
@@ -295,6 +296,7 @@ func TestSilentAfterOffIsUnknown(t *testing.T) {
 		self.Load().SetSilent(true) // the BMC reset itself while powering off
 		return nil
 	}})
+	self.Store(bmc)
 	if err != nil {
 		t.Fatal(err)
 	}

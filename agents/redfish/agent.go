@@ -35,22 +35,33 @@ func Kind() agents.Kind {
 }
 
 // Agent fences one ComputerSystem through its BMC. It is safe for concurrent
-// use: each operation logs in, works, and logs out on its own session.
+// use: each operation logs in, works, and logs out on its own session,
+// unless the agent holds a session (warm.go): operations then take turns on
+// that one.
 type Agent struct {
 	cfg  *config
 	log  *slog.Logger
 	http *http.Client
+	lat  *latency
 
 	mu        sync.Mutex
 	root      *rootLinks // read once, then reused
 	systemURI string     // discovered once, then reused
+	held      *session   // the session a check kept (warm.go)
+	closed    bool
+	// sessionTimeout is the BMC's SessionService.SessionTimeout; 0 not
+	// asked yet, negative not said.
+	sessionTimeout time.Duration
 }
 
 var (
-	_ agents.Agent   = (*Agent)(nil)
-	_ agents.Monitor = (*Agent)(nil)
-	_ agents.Lister  = (*Agent)(nil)
-	_ agents.Closer  = (*Agent)(nil)
+	_ agents.Agent          = (*Agent)(nil)
+	_ agents.Monitor        = (*Agent)(nil)
+	_ agents.Lister         = (*Agent)(nil)
+	_ agents.Closer         = (*Agent)(nil)
+	_ agents.Keeper         = (*Agent)(nil)
+	_ agents.RoundTripper   = (*Agent)(nil)
+	_ agents.AnswerReporter = (*Agent)(nil)
 )
 
 // New validates p and returns an agent; it does not touch the network.
@@ -62,20 +73,38 @@ func New(p agents.Params, log *slog.Logger) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redfish: %w", err)
 	}
-	return &Agent{cfg: cfg, log: log.With("addr", cfg.addr), http: cfg.httpClient()}, nil
+	a := &Agent{cfg: cfg, log: log.With("addr", cfg.addr), http: cfg.httpClient(), lat: &latency{}}
+	a.http.Transport = &timing{next: a.http.Transport, lat: a.lat}
+	return a, nil
 }
 
-// Close drops idle connections to the BMC.
+// Close logs out the held session and drops idle connections to the BMC.
 func (a *Agent) Close() error {
+	a.mu.Lock()
+	s := a.held
+	a.held, a.closed = nil, true
+	a.mu.Unlock()
+	if s != nil {
+		s.retire(context.Background())
+	}
 	a.http.CloseIdleConnections()
 	return nil
 }
 
 func (a *Agent) op(name string) string { return "redfish " + a.cfg.addr + ": " + name }
 
-// withSession runs fn on a fresh session and always logs out. A failure to
-// log in is classified here: nothing was sent, so it is a failure.
+// withSession runs fn on the held session, or on a fresh session that it
+// always logs out. A failure to log in is classified here: nothing was
+// sent, so it is a failure.
 func (a *Agent) withSession(ctx context.Context, name string, fn func(s *session) error) error {
+	held, err := a.takeHeld(ctx)
+	if err != nil {
+		return agents.Failed(a.op(name), fmt.Errorf("waiting for the session: %w", err))
+	}
+	if held != nil {
+		defer held.give()
+		return fn(held)
+	}
 	s, err := a.open(ctx)
 	if err != nil {
 		if isAuth(err) {

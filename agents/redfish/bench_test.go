@@ -2,12 +2,15 @@ package redfish
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/fenced/fenced/agents"
 	"github.com/fenced/fenced/agents/redfish/redfishsim"
+	"github.com/fenced/fenced/stonith"
 )
 
 // BenchmarkOffReadBack measures one fencing off against the simulator over
@@ -81,4 +84,68 @@ func BenchmarkFence20Concurrent(b *testing.B) {
 	b.StopTimer()
 	slices.Sort(rounds)
 	b.ReportMetric(float64(rounds[len(rounds)/2].Microseconds())/1000, "median-round-ms")
+}
+
+// BenchmarkSlowRedfish measures one fence through the stonith engine (off
+// and the engine's read-back, as it records them) against the simulator
+// over HTTPS with every answer delayed by the latency given. "cold" builds
+// the agent for the fence (login, discovery, logout); "warm" fences
+// through the device's kept agent, whose session a health check opened
+// before. The device timeout is fence_timeout's default, 20s; the
+// agent's timeouts are its defaults.
+//
+//	go test ./agents/redfish -run '^$' -bench SlowRedfish -benchtime 5x
+func BenchmarkSlowRedfish(b *testing.B) {
+	for _, lat := range []time.Duration{0, 300 * time.Millisecond, 2500 * time.Millisecond} {
+		for _, warm := range []bool{false, true} {
+			mode := map[bool]string{false: "cold", true: "warm"}[warm]
+			b.Run(fmt.Sprintf("latency=%v/%s", lat, mode), func(b *testing.B) {
+				srv := startSim(b, true, redfishsim.Options{})
+				srv.SetFaults(redfishsim.Faults{Latency: lat})
+				reg := agents.NewRegistry()
+				reg.Register(Kind())
+				e := stonith.NewEngine(reg, nil)
+				t := stonith.Target{Device: "bmc", Agent: "redfish", Params: simParams(b, srv, nil), Timeout: 20 * time.Second}
+				if warm {
+					k, err := e.Keep(t)
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer k.Close()
+					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+					err = k.Check(ctx, true)
+					cancel()
+					if err != nil {
+						b.Fatalf("warming the session: %v", err)
+					}
+				}
+				var total []time.Duration
+				ok := 0
+				var failure string
+				for b.Loop() {
+					b.StopTimer()
+					srv.SetPowerState("", "On")
+					b.StartTimer()
+					rec := e.Fence(context.Background(), stonith.Request{Target: "node", Action: stonith.ActionOff,
+						Topology: stonith.Topology{{Devices: []stonith.Target{t}}}})
+					at := rec.Attempts[len(rec.Attempts)-1]
+					total = append(total, at.Duration)
+					if rec.Outcome == stonith.OutcomeSuccess {
+						ok++
+					} else if failure == "" {
+						failure = rec.Error
+					}
+				}
+				slices.Sort(total)
+				p50, p99 := total[len(total)/2], total[(len(total)*99+99)/100-1]
+				b.ReportMetric(float64(p50.Microseconds())/1000, "off+readback-p50-ms")
+				b.ReportMetric(float64(p99.Microseconds())/1000, "off+readback-p99-ms")
+				b.ReportMetric(float64(ok)/float64(len(total)), "succeeded")
+				b.Logf("latency %v, %s: %d/%d fences confirmed; off+read-back p50 %v p99 %v", lat, mode, ok, len(total), p50.Round(time.Millisecond), p99.Round(time.Millisecond))
+				if failure != "" {
+					b.Logf("first failure: %s", failure)
+				}
+			})
+		}
+	}
 }

@@ -199,11 +199,13 @@ func (c *config) password(ctx context.Context) (string, error) {
 // transport that sends nothing to any host but the BMC.
 func (c *config) httpClient() *http.Client {
 	tr := &http.Transport{
-		Proxy:                 nil,
-		DialContext:           (&net.Dialer{Timeout: c.loginTimeout, KeepAlive: 30 * time.Second}).DialContext,
-		TLSClientConfig:       c.tls,
-		TLSHandshakeTimeout:   c.loginTimeout,
-		ResponseHeaderTimeout: c.requestTimeout,
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: c.loginTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		TLSClientConfig:     c.tls,
+		TLSHandshakeTimeout: c.loginTimeout,
+		// Each request's context bounds it (requestTimeout, which grows
+		// with the BMC's latency); this only caps a forgotten one.
+		ResponseHeaderTimeout: max(c.requestTimeout, maxRequestTimeout),
 		MaxIdleConnsPerHost:   2,
 		IdleConnTimeout:       30 * time.Second,
 	}

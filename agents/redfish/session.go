@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/stmcginnis/gofish"
@@ -119,6 +120,15 @@ type session struct {
 	password string
 	relogged bool
 
+	// A held session (warm.go): busy holds one token while an operation
+	// or keep-alive uses it; dead is closed when it is retired; yield
+	// cancels the keep-alive using it.
+	busy     chan struct{}
+	dead     chan struct{}
+	deadOnce sync.Once
+	mu       sync.Mutex
+	yield    func()
+
 	// From the service root, resolved on the BMC: the Systems and
 	// Sessions collections.
 	systems, sessions string
@@ -133,7 +143,7 @@ func (a *Agent) open(ctx context.Context) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &session{a: a, password: pw}
+	s := &session{a: a, password: pw, dead: make(chan struct{})}
 	if err := s.login(ctx); err != nil {
 		return nil, err
 	}
@@ -146,7 +156,7 @@ func (s *session) login(ctx context.Context) error {
 		if attempt > 0 && !sleep(ctx, time.Duration(attempt)*100*time.Millisecond) {
 			break
 		}
-		lctx, cancel := context.WithTimeout(ctx, s.a.cfg.loginTimeout)
+		lctx, cancel := context.WithTimeout(ctx, s.a.loginTimeout())
 		err = s.connect(lctx)
 		if err == nil && !s.a.cfg.basicAuth {
 			err = s.createSession(lctx)
@@ -333,7 +343,7 @@ func (s *session) get(ctx context.Context, uri string) ([]byte, http.Header, err
 }
 
 func (s *session) getOnce(ctx context.Context, uri string) ([]byte, http.Header, error) {
-	rctx, cancel := context.WithTimeout(ctx, s.a.cfg.requestTimeout)
+	rctx, cancel := context.WithTimeout(ctx, s.a.requestTimeout())
 	defer cancel()
 	resp, err := s.c.WithContext(rctx).GetWithHeaders(uri, s.headers(nil))
 	if err != nil {
@@ -353,7 +363,7 @@ func (s *session) getOnce(ctx context.Context, uri string) ([]byte, http.Header,
 // are: whether to resend a reset is the caller's decision.
 func (s *session) post(ctx context.Context, uri string, payload any, headers map[string]string) (int, http.Header, []byte, error) {
 	for {
-		rctx, cancel := context.WithTimeout(ctx, s.a.cfg.requestTimeout)
+		rctx, cancel := context.WithTimeout(ctx, s.a.requestTimeout())
 		resp, err := s.c.WithContext(rctx).PostWithHeaders(uri, payload, s.headers(headers))
 		if err != nil {
 			cancel()

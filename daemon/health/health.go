@@ -21,9 +21,23 @@
 // the node and device names, and keeps that phase), and at most MaxChecks
 // run at once, so many devices do not burst.
 //
-// The per-device goroutine is also where a session kept warm for the next
-// fence (issue 14, slow BMCs) would live: it owns the device's checks, so it
-// can own a long-lived agent and hand it to the fencing engine later.
+// Warm sessions. With Options.Keep set, each device's goroutine owns one
+// long-lived agent for the device (a stonith.Kept: the fencing engine
+// borrows it for fences of a target built from the same parameters) and
+// checks through it. While Options.Warm says so for the device, the agent
+// holds an authenticated session for the next fence: every check logs in
+// anew (so a changed password is seen at the next check, while the held
+// session would still work) and keeps that session in place of the old
+// one, and between checks a keep-alive on the held session, every
+// KeepAliveInterval, keeps the device from expiring it. A keep-alive that
+// fails drops the session and runs a check at once (recorded like any
+// other), which opens a new one. Warm is asked every few seconds, so a
+// session is opened soon after a device starts to matter and logged out
+// once it stops mattering. A check that opens a session to keep may take
+// up to WarmTimeout (a slow BMC's login is long, and nothing waits for
+// it); the agent's own request timeouts still give a dead device up
+// fast. A fence never waits behind a check: checks do not hold the kept
+// session (they log in on a new one), and a keep-alive yields to a fence.
 package health
 
 import (
@@ -104,6 +118,22 @@ type Device struct {
 // ends. The stonith engine's Monitor is one.
 type CheckFunc func(ctx context.Context, t stonith.Target) error
 
+// Keeper is one device's long-lived agent (stonith.Kept): see "Warm
+// sessions" above.
+type Keeper interface {
+	// Check checks the device; keep holds the session it opened.
+	Check(ctx context.Context, keep bool) error
+	// KeepAlive keeps the held session from expiring.
+	KeepAlive(ctx context.Context) error
+	// KeepAliveInterval is how often KeepAlive is needed; 0 when the agent
+	// never holds a session.
+	KeepAliveInterval() time.Duration
+	Holds() bool
+	// Drop logs out the held session.
+	Drop()
+	Close() error
+}
+
 // Options configure a Monitor.
 type Options struct {
 	// Self names this node, for the phase of each device's checks (two
@@ -111,7 +141,18 @@ type Options struct {
 	Self    string
 	Devices []Device
 	Check   CheckFunc
-	Logger  *slog.Logger
+	// Keep, when set, builds each device's kept agent; checks then go
+	// through it instead of Check. Warm says whether the device's agent
+	// should hold a session now (nil: never).
+	Keep func(Device) (Keeper, error)
+	Warm func(device string) bool
+	// WarmTimeout bounds a check that opens a session to keep, when the
+	// device's timeout is shorter (default 60s).
+	WarmTimeout time.Duration
+	// WarmPoll is how often Warm is asked and keep-alives fall due
+	// (default 5s, at most the device's interval).
+	WarmPoll time.Duration
+	Logger   *slog.Logger
 	// FirstWithin bounds the delay of each device's first check (default
 	// 10s, at most the device's interval): soon after start every device
 	// has been checked once, still spread.
@@ -157,6 +198,12 @@ func New(o Options) *Monitor {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.WarmTimeout <= 0 {
+		o.WarmTimeout = time.Minute
+	}
+	if o.WarmPoll <= 0 {
+		o.WarmPoll = 5 * time.Second
+	}
 	m := &Monitor{o: o, log: o.Logger, sem: make(chan struct{}, o.MaxChecks), devs: map[string]Device{}, health: map[string]*Health{},
 		reconf: make(chan []Device)}
 	for _, d := range o.Devices {
@@ -185,6 +232,10 @@ func (m *Monitor) Run(ctx context.Context) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if m.o.Keep != nil {
+				m.watchKept(wctx, d)
+				return
+			}
 			m.watch(wctx, d)
 		}()
 	}
@@ -299,6 +350,12 @@ func (m *Monitor) watch(ctx context.Context, d Device) {
 
 // check runs one check of d and records it.
 func (m *Monitor) check(ctx context.Context, d Device) {
+	m.run(ctx, d, 0, func(cctx context.Context) error { return m.o.Check(cctx, d.Target) })
+}
+
+// run runs check as one check of d, within d's timeout (at least
+// atLeast), and records it.
+func (m *Monitor) run(ctx context.Context, d Device, atLeast time.Duration, check func(context.Context) error) {
 	select {
 	case m.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -309,11 +366,12 @@ func (m *Monitor) check(ctx context.Context, d Device) {
 	if timeout <= 0 {
 		timeout = m.o.DefaultTimeout
 	}
+	timeout = max(timeout, atLeast)
 	started := m.o.Now()
 	m.setChecking(d.Name, started)
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	t0 := time.Now()
-	err := m.o.Check(cctx, d.Target)
+	err := check(cctx)
 	took := time.Since(t0)
 	timedOut := cctx.Err() != nil
 	cancel()
@@ -332,6 +390,85 @@ func (m *Monitor) setChecking(device string, at time.Time) {
 	defer m.mu.Unlock()
 	if h, ok := m.health[device]; ok {
 		h.Checking = at
+	}
+}
+
+// watchKept is watch for a device checked through its kept agent, which
+// it owns: it builds it first and closes it last.
+func (m *Monitor) watchKept(ctx context.Context, d Device) {
+	k, err := m.o.Keep(d)
+	if err != nil {
+		// A configuration error (the agent cannot be built): every check
+		// reports it, as a check through the engine would.
+		m.log.Debug("fence device agent not kept", "device", d.Name, "err", err)
+		m.watch(ctx, d)
+		return
+	}
+	defer k.Close()
+	warm := func() bool { return m.o.Warm != nil && m.o.Warm(d.Name) }
+	// kept: the last check was asked to keep its session and succeeded.
+	kept := false
+	checkNow := func() {
+		keep := warm()
+		atLeast := time.Duration(0)
+		if keep {
+			atLeast = m.o.WarmTimeout
+		}
+		var err error
+		held := k.Holds()
+		m.run(ctx, d, atLeast, func(cctx context.Context) error { err = k.Check(cctx, keep); return err })
+		kept = keep && err == nil
+		if kept && !held && k.Holds() {
+			m.log.Info("fence device session held for the next fence", "device", d.Name)
+		}
+	}
+	next := time.Now().Add(phase(m.o.Self, d.Name, min(m.o.FirstWithin, d.Interval)))
+	poll := min(m.o.WarmPoll, d.Interval)
+	lastUse := time.Time{}
+	wanted := false // Warm's answer at the last poll
+	t := time.NewTimer(min(time.Until(next), poll))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		if !now.Before(next) {
+			checkNow()
+			lastUse = time.Now()
+			next = next.Add(d.Interval)
+			if late := time.Since(next); late > 0 {
+				next = next.Add((late/d.Interval + 1) * d.Interval)
+			}
+		} else if ka := k.KeepAliveInterval(); ka > 0 {
+			want, holds := warm(), k.Holds()
+			was := wanted
+			wanted = want
+			switch {
+			case want && !holds && !lastUse.IsZero() && (kept || !was):
+				// The device matters now, or the session the last check
+				// kept was lost (a fence found it dead): open one with a
+				// check rather than at the next interval. A device whose
+				// last check failed waits for its interval.
+				if kept {
+					m.log.Info("fence device session logged out: it failed an operation; checking at once", "device", d.Name)
+				}
+				checkNow()
+				lastUse = time.Now()
+			case !want && holds:
+				k.Drop()
+				m.log.Info("fence device session logged out: no longer needed here", "device", d.Name)
+			case want && holds && now.Sub(lastUse) >= ka:
+				if err := k.KeepAlive(ctx); err != nil && ctx.Err() == nil {
+					m.log.Info("fence device session lost; checking at once", "device", d.Name, "err", err)
+					checkNow()
+				}
+				lastUse = time.Now()
+			}
+		}
+		t.Reset(max(min(time.Until(next), poll), 0))
 	}
 }
 

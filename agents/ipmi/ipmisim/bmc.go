@@ -152,14 +152,18 @@ func (s *BMC) SetIgnorePowerOff(ignore bool) { s.chassis.ignoreOff.Store(ignore)
 func (s *BMC) SetSilent(silent bool) { s.chassis.silent.Store(silent) }
 
 // SetPassword changes the user's password, as an administrator (or an
-// expiry policy) does on a real BMC: sessions opened with the old one are
-// refused from then on.
+// expiry policy) does on a real BMC: logins with the old one are refused
+// from then on; sessions already open stay usable until they end, as on
+// most BMCs.
 func (s *BMC) SetPassword(password string) error {
 	return s.bmc.Users.Update(userID, func(u *bmc.User) error {
 		u.SetPassword([]byte(password))
 		return nil
 	})
 }
+
+// Sessions counts the BMC's RMCP+ sessions (active or being set up).
+func (s *BMC) Sessions() int { return s.bmc.Sessions.Count() }
 
 // PowerCommands counts the power-changing commands received.
 func (s *BMC) PowerCommands() int { return int(s.chassis.commands.Load()) }

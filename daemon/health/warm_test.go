@@ -1,0 +1,107 @@
+package health
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// fakeKeeper records what the monitor asks of a device's kept agent.
+type fakeKeeper struct {
+	mu                    sync.Mutex
+	held                  bool
+	checks, keeps, alives int
+	drops                 int
+	aliveErr              error
+	closed                atomic.Bool
+}
+
+func (k *fakeKeeper) Check(ctx context.Context, keep bool) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.checks++
+	if keep {
+		k.keeps++
+	}
+	k.held = keep
+	return nil
+}
+
+func (k *fakeKeeper) KeepAlive(ctx context.Context) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.alives++
+	if k.aliveErr != nil {
+		err := k.aliveErr
+		k.aliveErr = nil
+		return err
+	}
+	return nil
+}
+
+func (k *fakeKeeper) KeepAliveInterval() time.Duration { return 60 * time.Millisecond }
+func (k *fakeKeeper) Holds() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.held
+}
+func (k *fakeKeeper) Drop() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.held = false
+	k.drops++
+}
+func (k *fakeKeeper) Close() error { k.closed.Store(true); return nil }
+
+func (k *fakeKeeper) get() (checks, keeps, alives, drops int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.checks, k.keeps, k.alives, k.drops
+}
+
+// With a kept agent, checks go through it; while Warm says so they keep
+// their session and keep-alives run between them; a failed keep-alive
+// runs a check at once; Warm turning true opens a session at once, and
+// turning false logs it out. The agent is closed when Run ends.
+func TestWarmSessions(t *testing.T) {
+	k := &fakeKeeper{}
+	var warm atomic.Bool
+	m := New(Options{Self: "n", Devices: devs(time.Second, "bmc"), FirstWithin: time.Millisecond, WarmPoll: 10 * time.Millisecond,
+		Keep: func(Device) (Keeper, error) { return k, nil },
+		Warm: func(string) bool { return warm.Load() }})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.Run(ctx); close(done) }()
+
+	waitFor(t, "the first check", 2*time.Second, func() bool { c, _, _, _ := k.get(); return c == 1 })
+	if _, keeps, _, _ := k.get(); keeps != 0 || k.Holds() {
+		t.Fatal("a session kept while Warm says no")
+	}
+	if h, _ := m.Get("bmc"); h.State != StateOK {
+		t.Fatalf("after the check: %+v", h)
+	}
+	warm.Store(true)
+	waitFor(t, "a check that keeps its session", 500*time.Millisecond, func() bool { _, keeps, _, _ := k.get(); return keeps == 1 })
+	waitFor(t, "keep-alives", time.Second, func() bool { _, _, alives, _ := k.get(); return alives >= 3 })
+	checks, _, _, _ := k.get()
+	if checks != 2 {
+		t.Fatalf("%d checks: keep-alives must not be checks", checks)
+	}
+	k.mu.Lock()
+	k.aliveErr = errors.New("no reply from the BMC")
+	k.mu.Unlock()
+	waitFor(t, "a check after the failed keep-alive", time.Second, func() bool { c, _, _, _ := k.get(); return c == 3 })
+	warm.Store(false)
+	waitFor(t, "the session logged out", time.Second, func() bool { _, _, _, drops := k.get(); return drops == 1 })
+	if k.Holds() {
+		t.Fatal("held after Warm turned false")
+	}
+	cancel()
+	<-done
+	if !k.closed.Load() {
+		t.Fatal("the kept agent was not closed")
+	}
+}
