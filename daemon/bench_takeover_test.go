@@ -87,6 +87,11 @@ func BenchmarkTakeover(b *testing.B) {
 				for k, v := range ph {
 					phases[k] = append(phases[k], v)
 				}
+				if ph["total"] > 5*time.Second {
+					// An unusually slow takeover: what the new primary did.
+					lb, _ := os.ReadFile(q.Log)
+					b.Logf("slow takeover by %s (%v, phases %v); its log:\n%s", q.Name, ph["total"].Round(time.Millisecond), ph, tail(string(lb), 12000))
+				}
 				// Power the old primary back on; it rejoins as a secondary.
 				c.BMCs[p.Index].SetPower(true)
 				if err := p.Start(); err != nil {

@@ -107,7 +107,11 @@ func (d *Detector) Stop() {
 func (d *Detector) send() {
 	defer d.wg.Done()
 	every := max(d.opts.Detect/8, 10*time.Millisecond)
-	t := time.NewTicker(every)
+	// A follower only looks, every Detect/4, whether it leads now: a new
+	// leader's first beacon may be that late, and its raft heartbeats,
+	// sent at once on election, are contact meanwhile.
+	idle := max(d.opts.Detect/4, every)
+	t := time.NewTimer(every)
 	defer t.Stop()
 	// The beacon: magic, term, then the sender's name (gossip's user
 	// messages carry no sender; gossip is authenticated by the key).
@@ -120,8 +124,10 @@ func (d *Detector) send() {
 		case <-t.C:
 		}
 		if !d.r.IsLeader() {
+			t.Reset(idle)
 			continue
 		}
+		t.Reset(every)
 		binary.BigEndian.PutUint64(msg[1:], d.r.Term())
 		d.m.sendBeacons(msg)
 	}
@@ -167,8 +173,14 @@ func (d *Detector) Silence() time.Duration {
 // watch acts on a silent leader.
 func (d *Detector) watch() {
 	defer d.wg.Done()
+	// It sleeps until the earliest moment it could have to act (the
+	// silence reaching this node's threshold if nothing more is heard, a
+	// hold or the pause between tries ending), but at least poll, and at
+	// most idle when it is no follower or knows no leader: one wake-up per
+	// threshold while the leader beacons, not one per poll.
 	poll := max(min(d.opts.Stagger/2, d.opts.Detect/20), 5*time.Millisecond)
-	t := time.NewTicker(poll)
+	idle := max(d.opts.Detect/4, poll)
+	t := time.NewTimer(poll)
 	defer t.Stop()
 	var lastTry time.Time
 	for {
@@ -177,34 +189,60 @@ func (d *Detector) watch() {
 			return
 		case <-t.C:
 		}
-		if d.r.r.State() != raft.Follower {
-			continue
+		wait := idle
+		if act, leader, rank, s := d.due(lastTry, &wait); act {
+			lastTry = time.Now()
+			d.stand(leader, rank, s)
+			wait = poll
 		}
-		leader := d.r.Leader()
-		if leader == "" {
-			continue
-		}
-		rank := slices.Index(d.opts.Order(leader), d.r.self)
-		if rank < 0 {
-			continue
-		}
-		s := d.Silence()
-		d.mu.Lock()
-		held := time.Now().Before(d.holdTill)
-		d.mu.Unlock()
-		if held || s < d.opts.Detect+time.Duration(rank)*d.opts.Stagger || time.Since(lastTry) < d.opts.Detect/2 {
-			continue
-		}
-		lastTry = time.Now()
-		agree, asked := d.confirm(leader, rank)
-		if agree < d.opts.Majority {
-			d.log.Info("leader silent here, but not for a majority: no election", "leader", leader, "silent", s.Round(time.Millisecond), "agree", agree, "asked", asked)
-			continue
-		}
-		d.log.Info("leader silent for a majority: starting election (as a leadership transfer)", "leader", leader, "silent", s.Round(time.Millisecond), "rank", rank, "agree", agree)
-		if err := d.r.kick.kick(d.opts.Detect); err != nil {
-			d.log.Warn("standing for election", "err", err)
-		}
+		t.Reset(max(wait, poll))
+	}
+}
+
+// due says whether this node should act on its leader's silence now; if
+// not, it lowers *wait to when it might have to.
+func (d *Detector) due(lastTry time.Time, wait *time.Duration) (act bool, leader string, rank int, silent time.Duration) {
+	if d.r.r.State() != raft.Follower {
+		return false, "", 0, 0
+	}
+	leader = d.r.Leader()
+	if leader == "" {
+		return false, "", 0, 0
+	}
+	rank = slices.Index(d.opts.Order(leader), d.r.self)
+	if rank < 0 {
+		return false, "", 0, 0
+	}
+	silent = d.Silence()
+	threshold := d.opts.Detect + time.Duration(rank)*d.opts.Stagger
+	d.mu.Lock()
+	held := time.Until(d.holdTill)
+	d.mu.Unlock()
+	retry := d.opts.Detect/2 - time.Since(lastTry)
+	switch {
+	case held > 0:
+		*wait = min(*wait, held)
+	case silent < threshold:
+		*wait = min(*wait, threshold-silent)
+	case retry > 0:
+		*wait = min(*wait, retry)
+	default:
+		return true, leader, rank, silent
+	}
+	return false, leader, rank, silent
+}
+
+// stand asks the others whether leader is silent for them too and, if a
+// majority agrees, stands for election.
+func (d *Detector) stand(leader string, rank int, s time.Duration) {
+	agree, asked := d.confirm(leader, rank)
+	if agree < d.opts.Majority {
+		d.log.Info("leader silent here, but not for a majority: no election", "leader", leader, "silent", s.Round(time.Millisecond), "agree", agree, "asked", asked)
+		return
+	}
+	d.log.Info("leader silent for a majority: starting election (as a leadership transfer)", "leader", leader, "silent", s.Round(time.Millisecond), "rank", rank, "agree", agree)
+	if err := d.r.kick.kick(d.opts.Detect); err != nil {
+		d.log.Warn("standing for election", "err", err)
 	}
 }
 
