@@ -74,6 +74,7 @@ func BenchmarkTakeover(b *testing.B) {
 					b.Fatal(err)
 				}
 				time.Sleep(time.Second)
+				before := sessionCounts(c)
 				kill := time.Now()
 				p.Signal(tc.sig)
 				q, e2, err := c.Primary(ctx, p)
@@ -90,7 +91,7 @@ func BenchmarkTakeover(b *testing.B) {
 				if ph["total"] > 5*time.Second {
 					// An unusually slow takeover: what the new primary did.
 					lb, _ := os.ReadFile(q.Log)
-					b.Logf("slow takeover by %s (%v, phases %v); its log:\n%s", q.Name, ph["total"].Round(time.Millisecond), ph, tail(string(lb), 12000))
+					b.Logf("slow takeover by %s (%v, phases %v; BMC sessions before the kill %v, now %v); its log:\n%s", q.Name, ph["total"].Round(time.Millisecond), ph, before, sessionCounts(c), tail(string(lb), 12000))
 				}
 				// Power the old primary back on; it rejoins as a secondary.
 				c.BMCs[p.Index].SetPower(true)
@@ -117,6 +118,15 @@ func BenchmarkTakeover(b *testing.B) {
 			b.Logf("%s, %d failovers: %s", tc.name, len(phases["total"]), strings.Join(summary, "; "))
 		})
 	}
+}
+
+// sessionCounts is the number of sessions open on each node's BMC.
+func sessionCounts(c *devcluster.Cluster) []int {
+	n := make([]int, len(c.BMCs))
+	for i, b := range c.BMCs {
+		n[i] = b.Sessions()
+	}
+	return n
 }
 
 var reLogTime = regexp.MustCompile(`^time=(\S+) `)

@@ -298,6 +298,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.group.Go(func() { d.controlLoop(d.hardCtx, stopLoop) })
 	d.group.Go(func() { d.metaLoop(d.loopDone) })
 	d.group.Go(func() { d.health.Run(d.hardCtx) })
+	d.group.Go(func() { d.warmLoop(d.loopDone) })
 	d.group.Go(func() { d.unfence.Run(d.hardCtx) })
 	d.group.Go(func() { d.alerts.Run(d.hardCtx) })
 	d.group.Go(func() { d.configLoop(d.loopDone) })

@@ -1,7 +1,9 @@
 package daemon
 
 import (
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/fenced/fenced/daemon/api"
@@ -99,6 +101,41 @@ func (d *Daemon) wantWarm(device string) bool {
 		}
 	}
 	return false
+}
+
+// warmLoop has the device monitor reconsider its warm sessions (wantWarm)
+// as soon as what they depend on changes: the leader, the holder, the
+// former holders or the standby set. A session that stopped mattering is
+// then logged out at once; the node that just took over otherwise held
+// the session it fenced with for a whole poll, and a second failure in
+// that time left it taking one of the old holder's BMC slots until the
+// BMC expired it. The leader is looked at every second besides (a change
+// of leader alone applies nothing).
+func (d *Daemon) warmLoop(done <-chan struct{}) {
+	if d.raft == nil {
+		return
+	}
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	last := ""
+	for {
+		changed := d.raft.FSM().Changed()
+		v := d.raft.FSM().View()
+		key := d.raft.Leader() + "|" + v.Holder + "|" + strings.Join(slices.Sorted(maps.Keys(v.Formers)), ",") +
+			"|" + strings.Join(slices.Sorted(maps.Keys(v.Standby)), ",")
+		if key != last {
+			if last != "" {
+				d.health.Rewarm()
+			}
+			last = key
+		}
+		select {
+		case <-done:
+			return
+		case <-changed:
+		case <-t.C:
+		}
+	}
 }
 
 // fencesWith reports whether device is in target's fence topology under cfg.

@@ -148,10 +148,17 @@ func (a *Agent) Monitor(ctx context.Context) error {
 // one login two sessions are open).
 func (a *Agent) Check(ctx context.Context, keep bool) error {
 	s, err := a.open(ctx)
+	if err != nil && sessionsFull(err) && keep && a.Holds() {
+		// No slot for a second session: check on the held one rather
+		// than give it up (another login may take the freed slot, and
+		// the next fence would find none). A changed password shows at
+		// the first check that finds a slot free.
+		a.log.Info("ipmi BMC has no free session slot for a check on a new session; checking on the held one")
+		return a.withSession(ctx, func(s *session) error { return s.deviceID(ctx) })
+	}
 	if err != nil && sessionsFull(err) && a.Holds() {
-		// No slot for a second session: rotate in place (log the held one
-		// out first) rather than report a working BMC as failing.
-		a.log.Info("ipmi BMC has no free session slot; logging out the held session to check on a new one")
+		// Not to keep: the held session is not wanted any more; its slot
+		// serves the check.
 		a.drop()
 		s, err = a.open(ctx)
 	}

@@ -92,6 +92,42 @@ func TestHeldSession(t *testing.T) {
 	}
 }
 
+// A check that finds every slot of the BMC taken checks on the held
+// session and keeps it (logging it out to log in anew could lose the slot
+// to another client, and the next fence would find none); a fence still
+// runs on it.
+func TestCheckOnAFullBMCKeepsTheSession(t *testing.T) {
+	bmc := startBMC(t, ipmisim.BMCConfig{PoweredOn: true})
+	ctx := ctxFor(t, 30*time.Second)
+	a := newAgent(t, simParams(bmc.Host(), bmc.Port(), "17"), nil)
+	if err := a.Check(ctx, true); err != nil || !a.Holds() {
+		t.Fatalf("check: %v, holds %v", err, a.Holds())
+	}
+	// Other clients take every other slot.
+	for bmc.Sessions() < 4 {
+		o := newAgent(t, simParams(bmc.Host(), bmc.Port(), "17"), nil)
+		if err := o.Check(ctx, true); err != nil {
+			t.Fatalf("other client's session %d: %v", bmc.Sessions()+1, err)
+		}
+	}
+	o := newAgent(t, simParams(bmc.Host(), bmc.Port(), "17"), nil)
+	if err := o.Check(ctx, true); err == nil || !sessionsFull(err) {
+		t.Fatalf("a fifth session = %v, want the BMC's refusal for lack of slots", err)
+	}
+	held := a.held
+	for i := 0; i < 3; i++ {
+		if err := a.Check(ctx, true); err != nil || a.held != held {
+			t.Fatalf("check %d on a full BMC: %v, holds %v (the same session: %v); want it checked on the held session", i, err, a.Holds(), a.held == held)
+		}
+	}
+	if n := bmc.Sessions(); n != 4 {
+		t.Fatalf("%d sessions after the checks, want the 4 held", n)
+	}
+	if _, err := a.Command(ctx, agents.StateOff); err != nil || bmc.PoweredOn() {
+		t.Fatalf("fence on the held session of a full BMC: %v (on %v)", err, bmc.PoweredOn())
+	}
+}
+
 // A held session the BMC no longer knows (it restarted) is not trusted:
 // the operation runs again on a new session, which is held from then on.
 func TestHeldSessionLostIsReplaced(t *testing.T) {

@@ -179,6 +179,9 @@ type Monitor struct {
 	health map[string]*Health
 	// reconf hands Run a new device list (Reconfigure).
 	reconf chan []Device
+	// rewarm is closed (and replaced) by Rewarm: kept devices ask Warm
+	// again at once.
+	rewarm chan struct{}
 }
 
 // New returns a monitor of o.Devices; Run starts the checks.
@@ -205,12 +208,31 @@ func New(o Options) *Monitor {
 		o.WarmPoll = 5 * time.Second
 	}
 	m := &Monitor{o: o, log: o.Logger, sem: make(chan struct{}, o.MaxChecks), devs: map[string]Device{}, health: map[string]*Health{},
-		reconf: make(chan []Device)}
+		reconf: make(chan []Device), rewarm: make(chan struct{})}
 	for _, d := range o.Devices {
 		m.devs[d.Name] = d
 		m.health[d.Name] = &Health{Device: d.Name, State: StatePending, Interval: d.Interval}
 	}
 	return m
+}
+
+// Rewarm has every kept device ask Options.Warm again now rather than at
+// its next poll: the caller knows that the answer may have changed (a new
+// holder or leader), so a session that stopped mattering is logged out at
+// once (a node that dies holding it would leave it taking one of the BMC's
+// few slots until the BMC expires it) and one that started to matter is
+// opened.
+func (m *Monitor) Rewarm() {
+	m.mu.Lock()
+	close(m.rewarm)
+	m.rewarm = make(chan struct{})
+	m.mu.Unlock()
+}
+
+func (m *Monitor) rewarmed() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.rewarm
 }
 
 // Run checks every device on its interval until ctx ends, and returns once
@@ -429,13 +451,17 @@ func (m *Monitor) watchKept(ctx context.Context, d Device) {
 	t := time.NewTimer(min(time.Until(next), poll))
 	defer t.Stop()
 	for {
+		rewarm := m.rewarmed()
+		asked := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-rewarm:
+			asked = true
 		}
 		now := time.Now()
-		if !now.Before(next) {
+		if !asked && !now.Before(next) {
 			checkNow()
 			lastUse = time.Now()
 			next = next.Add(d.Interval)
@@ -447,7 +473,7 @@ func (m *Monitor) watchKept(ctx context.Context, d Device) {
 			was := wanted
 			wanted = want
 			switch {
-			case want && !holds && !lastUse.IsZero() && (kept || !was):
+			case want && !holds && (lastUse.IsZero() || kept || !was):
 				// The device matters now, or the session the last check
 				// kept was lost (a fence found it dead): open one with a
 				// check rather than at the next interval. A device whose
@@ -458,9 +484,10 @@ func (m *Monitor) watchKept(ctx context.Context, d Device) {
 				checkNow()
 				lastUse = time.Now()
 			case !want && holds:
+				kept = false
 				k.Drop()
 				m.log.Info("fence device session logged out: no longer needed here", "device", d.Name)
-			case want && holds && now.Sub(lastUse) >= ka:
+			case want && holds && !asked && now.Sub(lastUse) >= ka:
 				if err := k.KeepAlive(ctx); err != nil && ctx.Err() == nil {
 					m.log.Info("fence device session lost; checking at once", "device", d.Name, "err", err)
 					checkNow()

@@ -105,3 +105,32 @@ func TestWarmSessions(t *testing.T) {
 		t.Fatal("the kept agent was not closed")
 	}
 }
+
+// Rewarm has a kept device ask Warm at once, not at its next poll: a
+// session that stopped mattering is logged out, and one that started to
+// matter is opened (before the device's first scheduled check, too).
+func TestRewarm(t *testing.T) {
+	k := &fakeKeeper{}
+	var warm atomic.Bool
+	warm.Store(true)
+	m := New(Options{Self: "n", Devices: devs(time.Hour, "bmc"), FirstWithin: time.Hour, WarmPoll: time.Hour,
+		Keep: func(Device) (Keeper, error) { return k, nil },
+		Warm: func(string) bool { return warm.Load() }})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	time.Sleep(50 * time.Millisecond)
+	if c, _, _, _ := k.get(); c != 0 {
+		t.Fatalf("%d checks before any is due or asked for", c)
+	}
+	m.Rewarm()
+	waitFor(t, "a check that keeps its session", time.Second, func() bool { _, keeps, _, _ := k.get(); return keeps == 1 && k.Holds() })
+	warm.Store(false)
+	m.Rewarm()
+	waitFor(t, "the session logged out", time.Second, func() bool { _, _, _, drops := k.get(); return drops == 1 && !k.Holds() })
+	warm.Store(true)
+	m.Rewarm()
+	waitFor(t, "a session opened again", time.Second, func() bool { _, keeps, _, _ := k.get(); return keeps == 2 && k.Holds() })
+}
