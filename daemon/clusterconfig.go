@@ -100,17 +100,23 @@ type advert struct {
 
 // configLoop keeps this node's eligibility, the committed fingerprint (on
 // the leader) and the quorum alerts up to date, until done is closed.
+// It runs at every change of the replicated state, of leader or of gossip
+// membership (a join, a leave, new metadata such as a fingerprint), and
+// every second besides for what is due by time (a commit retried, a
+// quorum alert's delay).
 func (d *Daemon) configLoop(done <-chan struct{}) {
-	t := time.NewTicker(250 * time.Millisecond)
+	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
-		changed := d.raft.FSM().Changed()
+		changed, leader, members := d.raft.FSM().Changed(), d.raft.LeaderChanged(), d.members.Changed()
 		d.configStep(time.Now())
 		select {
 		case <-done:
 			return
 		case <-t.C:
 		case <-changed:
+		case <-leader:
+		case <-members:
 		}
 	}
 }

@@ -109,17 +109,14 @@ func (d *Daemon) wantWarm(device string) bool {
 // then logged out at once; the node that just took over otherwise held
 // the session it fenced with for a whole poll, and a second failure in
 // that time left it taking one of the old holder's BMC slots until the
-// BMC expired it. The leader is looked at every second besides (a change
-// of leader alone applies nothing).
+// BMC expired it.
 func (d *Daemon) warmLoop(done <-chan struct{}) {
 	if d.raft == nil {
 		return
 	}
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
 	last := ""
 	for {
-		changed := d.raft.FSM().Changed()
+		changed, leader := d.raft.FSM().Changed(), d.raft.LeaderChanged()
 		v := d.raft.FSM().View()
 		key := d.raft.Leader() + "|" + v.Holder + "|" + strings.Join(slices.Sorted(maps.Keys(v.Formers)), ",") +
 			"|" + strings.Join(slices.Sorted(maps.Keys(v.Standby)), ",")
@@ -133,7 +130,7 @@ func (d *Daemon) warmLoop(done <-chan struct{}) {
 		case <-done:
 			return
 		case <-changed:
-		case <-t.C:
+		case <-leader:
 		}
 	}
 }

@@ -107,29 +107,35 @@ func (d *Detector) Stop() {
 func (d *Detector) send() {
 	defer d.wg.Done()
 	every := max(d.opts.Detect/8, 10*time.Millisecond)
-	// A follower only looks, every Detect/4, whether it leads now: a new
-	// leader's first beacon may be that late, and its raft heartbeats,
-	// sent at once on election, are contact meanwhile.
-	idle := max(d.opts.Detect/4, every)
-	t := time.NewTimer(every)
+	// A follower sleeps until the leader changes (raft tells of its own
+	// election too), looking every second besides in case it was missed.
+	t := time.NewTimer(0)
 	defer t.Stop()
 	// The beacon: magic, term, then the sender's name (gossip's user
 	// messages carry no sender; gossip is authenticated by the key).
 	msg := append(make([]byte, 1+8), d.r.self...)
 	msg[0] = beaconMagic
 	for {
+		changed := d.r.LeaderChanged() // before looking: no change missed
+		if !d.r.IsLeader() {
+			t.Reset(time.Second)
+			select {
+			case <-d.stop:
+				return
+			case <-changed:
+				continue
+			case <-t.C:
+				continue
+			}
+		}
+		binary.BigEndian.PutUint64(msg[1:], d.r.Term())
+		d.m.sendBeacons(msg)
+		t.Reset(every)
 		select {
 		case <-d.stop:
 			return
 		case <-t.C:
 		}
-		if !d.r.IsLeader() {
-			t.Reset(idle)
-			continue
-		}
-		t.Reset(every)
-		binary.BigEndian.PutUint64(msg[1:], d.r.Term())
-		d.m.sendBeacons(msg)
 	}
 }
 
@@ -175,21 +181,24 @@ func (d *Detector) watch() {
 	defer d.wg.Done()
 	// It sleeps until the earliest moment it could have to act (the
 	// silence reaching this node's threshold if nothing more is heard, a
-	// hold or the pause between tries ending), but at least poll, and at
-	// most idle when it is no follower or knows no leader: one wake-up per
-	// threshold while the leader beacons, not one per poll.
+	// hold or the pause between tries ending), but at least poll; when it
+	// is no follower or knows no leader, until the leader changes (or a
+	// second, in case that was missed): one wake-up per threshold while the
+	// leader beacons, not one per poll.
 	poll := max(min(d.opts.Stagger/2, d.opts.Detect/20), 5*time.Millisecond)
-	idle := max(d.opts.Detect/4, poll)
 	t := time.NewTimer(poll)
 	defer t.Stop()
 	var lastTry time.Time
+	var changed <-chan struct{}
 	for {
 		select {
 		case <-d.stop:
 			return
 		case <-t.C:
+		case <-changed:
 		}
-		wait := idle
+		changed = d.r.LeaderChanged() // before looking: no change missed
+		wait := time.Second
 		if act, leader, rank, s := d.due(lastTry, &wait); act {
 			lastTry = time.Now()
 			d.stand(leader, rank, s)

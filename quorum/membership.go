@@ -86,6 +86,7 @@ type Membership struct {
 	addrs   map[string]*memberlist.Node // see mlEvents.touch
 	pending map[uint64]chan rpcMsg
 	metaCh  chan struct{}
+	changed chan struct{} // closed (and replaced) when a node joins, leaves or changes its metadata
 }
 
 // JoinMembership binds the gossip address and starts joining the other
@@ -107,7 +108,7 @@ func JoinMembership(o MembershipOptions, initial Meta) (*Membership, error) {
 
 	m := &Membership{opts: o, log: log, stop: make(chan struct{}),
 		contact: map[string]time.Time{}, rtt: map[string]time.Duration{}, left: map[string]bool{}, metas: map[string][]byte{}, addrs: map[string]*memberlist.Node{},
-		pending: map[uint64]chan rpcMsg{}, metaCh: make(chan struct{}, 1)}
+		pending: map[uint64]chan rpcMsg{}, metaCh: make(chan struct{}, 1), changed: make(chan struct{})}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.meta.Store(&initial)
 
@@ -490,9 +491,24 @@ func (d *mlDelegate) MergeRemoteState([]byte, bool)   {}
 
 type mlEvents Membership
 
+// Changed returns a channel closed when a node next joins, leaves or
+// changes its metadata; any number of goroutines may wait on it.
+func (m *Membership) Changed() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.changed
+}
+
+// changedLocked wakes Changed's waiters; m.mu is held.
+func (m *Membership) changedLocked() {
+	close(m.changed)
+	m.changed = make(chan struct{})
+}
+
 func (e *mlEvents) touch(n *memberlist.Node, left bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	defer (*Membership)(e).changedLocked()
 	e.contact[n.Name] = time.Now()
 	e.left[n.Name] = left
 	e.metas[n.Name] = append([]byte(nil), n.Meta...)
@@ -509,6 +525,7 @@ func (e *mlEvents) NotifyLeave(n *memberlist.Node) {
 	// a graceful one with StateLeft.
 	e.mu.Lock()
 	e.left[n.Name] = n.State == memberlist.StateLeft
+	(*Membership)(e).changedLocked()
 	e.mu.Unlock()
 	e.log.Info("gossip: node gone", "peer", n.Name, "left", n.State == memberlist.StateLeft)
 }

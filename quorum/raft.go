@@ -70,6 +70,8 @@ type Raft struct {
 	hb       time.Duration  // raft's heartbeat timeout when not leading
 	changes  *raft.Observer // see onLeaderChange
 	reloadMu sync.Mutex     // one ReloadConfig at a time (pace, re-check)
+	leaderMu sync.Mutex
+	leaderCh chan struct{} // closed (and replaced) at a change of leader
 }
 
 // raftConfig builds raft's configuration around hb, the followers'
@@ -237,6 +239,18 @@ func (q *Raft) FSM() *FSM { return q.fsm }
 // IsLeader reports whether this node is the raft leader right now.
 func (q *Raft) IsLeader() bool { return q.r.State() == raft.Leader }
 
+// LeaderChanged returns a channel closed at the next change of leader as
+// this node sees it (any node's, unlike LeaderCh); any number of
+// goroutines may wait on it.
+func (q *Raft) LeaderChanged() <-chan struct{} {
+	q.leaderMu.Lock()
+	defer q.leaderMu.Unlock()
+	if q.leaderCh == nil {
+		q.leaderCh = make(chan struct{})
+	}
+	return q.leaderCh
+}
+
 // LeaderCh signals leadership changes of this node.
 func (q *Raft) LeaderCh() <-chan bool { return q.r.LeaderCh() }
 
@@ -340,6 +354,12 @@ const leaderPace = 2
 //     otherwise, so detection by followers keeps its speed.
 func (q *Raft) onLeaderChange(lo raft.LeaderObservation) {
 	q.sampleContact()
+	q.leaderMu.Lock()
+	if q.leaderCh != nil {
+		close(q.leaderCh)
+	}
+	q.leaderCh = make(chan struct{})
+	q.leaderMu.Unlock()
 	t := q.hb
 	if string(lo.LeaderID) == q.self {
 		t = leaderPace * q.hb
