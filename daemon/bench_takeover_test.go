@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -89,9 +90,15 @@ func BenchmarkTakeover(b *testing.B) {
 					phases[k] = append(phases[k], v)
 				}
 				if ph["total"] > 5*time.Second {
-					// An unusually slow takeover: what the new primary did.
-					lb, _ := os.ReadFile(q.Log)
-					b.Logf("slow takeover by %s (%v, phases %v; BMC sessions before the kill %v, now %v); its log:\n%s", q.Name, ph["total"].Round(time.Millisecond), ph, before, sessionCounts(c), tail(string(lb), 12000))
+					// An unusually slow takeover: every node's log is kept
+					// (a benchmark's log output is cut to a few lines).
+					dir, _ := os.MkdirTemp("", "fenced-slow-takeover-")
+					for _, n := range c.Nodes {
+						if lb, err := os.ReadFile(n.Log); err == nil {
+							os.WriteFile(filepath.Join(dir, n.Name+".log"), lb, 0o644)
+						}
+					}
+					b.Logf("slow takeover by %s (%v, phases %v; BMC sessions before the kill %v, now %v); the nodes' logs are in %s", q.Name, ph["total"].Round(time.Millisecond), ph, before, sessionCounts(c), dir)
 				}
 				// Power the old primary back on; it rejoins as a secondary.
 				c.BMCs[p.Index].SetPower(true)

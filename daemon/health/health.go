@@ -31,9 +31,14 @@
 // one, and between checks a keep-alive on the held session, every
 // KeepAliveInterval, keeps the device from expiring it. A keep-alive that
 // fails drops the session and runs a check at once (recorded like any
-// other), which opens a new one. Warm is asked every few seconds, so a
-// session is opened soon after a device starts to matter and logged out
-// once it stops mattering. A check that opens a session to keep may take
+// other), which opens a new one. Warm is asked again at once when the
+// caller says its answer may have changed (Rewarm: the daemon calls it at
+// a change of leader, holder or former holders) and every few seconds
+// besides, so a session is opened as soon as a device starts to matter and
+// logged out as soon as it stops mattering (a node that dies holding one
+// leaves it taking one of the BMC's few slots until the BMC expires it).
+// A check that finds no free slot on the BMC checks on the held session
+// instead and keeps it. A check that opens a session to keep may take
 // up to WarmTimeout (a slow BMC's login is long, and nothing waits for
 // it); the agent's own request timeouts still give a dead device up
 // fast. A fence never waits behind a check: checks do not hold the kept
