@@ -84,21 +84,14 @@ func BenchmarkTakeover(b *testing.B) {
 				}
 				ph, err := takeoverPhases(ctx, q, p.Name, e2, kill)
 				if err != nil {
-					b.Fatal(err)
+					b.Fatalf("%v (the nodes' logs are in %s)", err, keepLogs(c))
 				}
 				for k, v := range ph {
 					phases[k] = append(phases[k], v)
 				}
 				if ph["total"] > 5*time.Second {
-					// An unusually slow takeover: every node's log is kept
-					// (a benchmark's log output is cut to a few lines).
-					dir, _ := os.MkdirTemp("", "fenced-slow-takeover-")
-					for _, n := range c.Nodes {
-						if lb, err := os.ReadFile(n.Log); err == nil {
-							os.WriteFile(filepath.Join(dir, n.Name+".log"), lb, 0o644)
-						}
-					}
-					b.Logf("slow takeover by %s (%v, phases %v; BMC sessions before the kill %v, now %v); the nodes' logs are in %s", q.Name, ph["total"].Round(time.Millisecond), ph, before, sessionCounts(c), dir)
+					// An unusually slow takeover.
+					b.Logf("slow takeover by %s (%v, phases %v; BMC sessions before the kill %v, now %v); the nodes' logs are in %s", q.Name, ph["total"].Round(time.Millisecond), ph, before, sessionCounts(c), keepLogs(c))
 				}
 				// Power the old primary back on; it rejoins as a secondary.
 				c.BMCs[p.Index].SetPower(true)
@@ -125,6 +118,22 @@ func BenchmarkTakeover(b *testing.B) {
 			b.Logf("%s, %d failovers: %s", tc.name, len(phases["total"]), strings.Join(summary, "; "))
 		})
 	}
+}
+
+// keepLogs copies every node's log to a new directory outside the
+// benchmark's own (which is removed at its end; and a benchmark's log
+// output is cut to a few lines) and returns its path.
+func keepLogs(c *devcluster.Cluster) string {
+	dir, err := os.MkdirTemp("", "fenced-takeover-logs-")
+	if err != nil {
+		return "(not kept: " + err.Error() + ")"
+	}
+	for _, n := range c.Nodes {
+		if lb, err := os.ReadFile(n.Log); err == nil {
+			_ = os.WriteFile(filepath.Join(dir, n.Name+".log"), lb, 0o644)
+		}
+	}
+	return dir
 }
 
 // sessionCounts is the number of sessions open on each node's BMC.

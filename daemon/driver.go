@@ -343,6 +343,42 @@ func (d *Daemon) recordExpiry(a tenure.Expire) error {
 	return errors.Join(errs...)
 }
 
+// successor is the node a leader that may not hold primacy (a witness, a
+// standby or ineligible node) hands leadership to: the first in the
+// detector's rank order that may hold primacy, is alive in gossip, and is
+// not the previous leader gone silent (it is most likely dead: this node
+// was elected because it was silent, and gossip takes seconds to see it).
+// raft's own choice is the most up-to-date voter, which can be exactly
+// that node, and then the transfer only times out. "" if there is none.
+func (d *Daemon) successor() string {
+	cfg := d.config()
+	standby := d.raft.FSM().View().Standby
+	mayNot := func(n string) bool {
+		nd, _ := cfg.NodeByName(n)
+		return nd.Witness() || standby[n]
+	}
+	voters := make([]string, len(cfg.Nodes))
+	for i, n := range cfg.Nodes {
+		voters[i] = n.Name
+	}
+	alive := map[string]bool{}
+	for _, m := range d.members.Members() {
+		alive[m.Name] = m.State == "alive"
+	}
+	prev, since, heard := d.raft.PreviousLeader()
+	silent := heard && since >= cfg.Timing.Tenure().Raft().Detect
+	for _, n := range quorum.RankOrder(voters, d.self, mayNot) {
+		switch {
+		case mayNot(n):
+			return "" // the rest may not hold primacy either
+		case !alive[n], n == prev && silent:
+			continue
+		}
+		return n
+	}
+	return ""
+}
+
 func (d *Daemon) commitTimeout() time.Duration { return d.cfg.Timing.Lease.D() }
 
 func (d *Daemon) setHolderState(epoch uint64, state, reason string) {
@@ -374,9 +410,13 @@ func (d *Daemon) release(epoch uint64, reason string) error {
 	return err
 }
 
-// transfer hands raft leadership to `to` ("" = raft's choice).
+// transfer hands raft leadership to `to` ("" = the successor, see
+// successor; raft's choice when there is none).
 func (d *Daemon) transfer(to string) error {
 	var err error
+	if to == "" {
+		to = d.successor()
+	}
 	if to != "" {
 		n, _ := d.cfg.NodeByName(to)
 		err = d.raft.TransferLeadershipTo(to, n.Raft)

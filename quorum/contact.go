@@ -11,9 +11,10 @@ import (
 // daemon.leaseBound), so it need not wait a whole lease after its own
 // election.
 type contactTracker struct {
-	mu   sync.Mutex
-	last map[string]Mono
-	prev string
+	mu     sync.Mutex
+	last   map[string]Mono
+	prev   string // the leader at the last sample
+	before string // the leader before prev (another node, or "")
 }
 
 // sampleContact records raft's current leader and last contact.
@@ -38,7 +39,26 @@ func (q *Raft) sampleContact() {
 		// when taken at the change itself (onLeaderChange).
 		t.last[t.prev] = at
 	}
+	if t.prev != string(id) && t.prev != "" {
+		t.before = t.prev
+	}
 	t.prev = string(id)
+}
+
+// PreviousLeader is the leader this node knew before the current one (""
+// if none), and how long ago it last heard from it while it led (ok false
+// if never).
+func (q *Raft) PreviousLeader() (name string, since time.Duration, ok bool) {
+	q.sampleContact()
+	t := q.contacts
+	t.mu.Lock()
+	name = t.before
+	t.mu.Unlock()
+	if name == "" {
+		return "", 0, false
+	}
+	since, ok = q.SinceContact(name)
+	return name, since, ok
 }
 
 // SinceContact reports how long ago this node last heard from leader, and

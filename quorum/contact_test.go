@@ -104,6 +104,12 @@ func TestContactAtLeaderChange(t *testing.T) {
 			t.Errorf("%s: contact with %s placed %s before the cut: earlier than the real last contact, an unsafe bound", n, old, (since - cut).Round(time.Millisecond))
 		}
 	}
+	// The new leader knows the old one as the leader before it, gone
+	// silent since the cut (what a witness that won checks before it hands
+	// leadership on).
+	if prev, since, ok := nodes[next].PreviousLeader(); prev != old || !ok || since < Since(cutAt)-20*time.Millisecond {
+		t.Errorf("%s: previous leader %q, heard %s ago (%v); want %s, silent since the cut %s ago", next, prev, since.Round(time.Millisecond), ok, old, Since(cutAt).Round(time.Millisecond))
+	}
 	// The old leader's own view: it led until now.
 	if since, ok := nodes[old].SinceContact(old); !ok || since != 0 {
 		t.Errorf("%s about itself: %s %v", old, since, ok)

@@ -52,6 +52,7 @@ type Detector struct {
 	mu       sync.Mutex
 	beacon   map[string]time.Time // leader → when its last beacon arrived
 	holdTill time.Time            // an earlier-ranked node is standing
+	deferred time.Time            // when this node last held back for an earlier-ranked one (watch's own)
 	stop     chan struct{}
 	wg       sync.WaitGroup
 }
@@ -243,8 +244,25 @@ func (d *Detector) due(lastTry time.Time, wait *time.Duration) (act bool, leader
 
 // stand asks the others whether leader is silent for them too and, if a
 // majority agrees, stands for election.
+//
+// A node that ranks before this one and finds the leader silent too will
+// stand itself, within about one beacon interval: this node's own silence
+// may have reached its threshold first only because its last contact
+// (a beacon, or raft's own messages, which reach each follower at its own
+// time) was earlier. It then holds back for Detect/2, once per Detect×2,
+// so the earlier-ranked node wins (a witness that wins only hands
+// leadership on, one more election), and stands after all if that node
+// does not.
 func (d *Detector) stand(leader string, rank int, s time.Duration) {
-	agree, asked := d.confirm(leader, rank)
+	agree, asked, deferTo := d.confirm(leader, rank)
+	if deferTo != "" && agree >= d.opts.Majority && time.Since(d.deferred) > 2*d.opts.Detect {
+		d.deferred = time.Now()
+		d.mu.Lock()
+		d.holdTill = time.Now().Add(d.opts.Detect / 2)
+		d.mu.Unlock()
+		d.log.Info("leader silent for a majority: an earlier-ranked node stands", "leader", leader, "silent", s.Round(time.Millisecond), "rank", rank, "to", deferTo)
+		return
+	}
 	if agree < d.opts.Majority {
 		d.log.Info("leader silent here, but not for a majority: no election", "leader", leader, "silent", s.Round(time.Millisecond), "agree", agree, "asked", asked)
 		return
@@ -265,11 +283,15 @@ type silenceReq struct {
 
 type silenceResp struct {
 	SilentNs int64 `json:"silentNs"`
+	// Defer: the answerer ranks before the asker and finds the leader
+	// silent too, so it will stand itself (see stand).
+	Defer bool `json:"defer,omitempty"`
 }
 
 // confirm asks the other voters whether the leader is silent for them too
-// and returns how many agree (this node included) and how many it asked.
-func (d *Detector) confirm(leader string, rank int) (agree, asked int) {
+// and returns how many agree (this node included), how many it asked, and
+// an earlier-ranked node that agrees and will stand itself ("" if none).
+func (d *Detector) confirm(leader string, rank int) (agree, asked int, deferTo string) {
 	body, _ := json.Marshal(silenceReq{Leader: leader, Rank: rank})
 	ctx, cancel := context.WithTimeout(context.Background(), max(d.opts.Detect/4, 20*time.Millisecond))
 	defer cancel()
@@ -279,7 +301,11 @@ func (d *Detector) confirm(leader string, rank int) (agree, asked int) {
 			peers = append(peers, p.Name)
 		}
 	}
-	answers := make(chan bool, len(peers))
+	type answer struct {
+		from          string
+		agree, defers bool
+	}
+	answers := make(chan answer, len(peers))
 	var wg sync.WaitGroup
 	for _, p := range peers {
 		wg.Add(1)
@@ -287,18 +313,28 @@ func (d *Detector) confirm(leader string, rank int) (agree, asked int) {
 			defer wg.Done()
 			out, err := d.m.Call(ctx, p, silenceMethod, body)
 			var r silenceResp
-			answers <- err == nil && json.Unmarshal(out, &r) == nil && time.Duration(r.SilentNs) >= d.agreeAt()
+			ok := err == nil && json.Unmarshal(out, &r) == nil && time.Duration(r.SilentNs) >= d.agreeAt()
+			answers <- answer{from: p, agree: ok, defers: ok && r.Defer}
 		}()
 	}
 	wg.Wait()
 	close(answers)
 	agree = 1
-	for ok := range answers {
-		if ok {
+	for a := range answers {
+		if a.agree {
 			agree++
 		}
+		if a.defers && deferTo == "" {
+			deferTo = a.from
+		}
 	}
-	return agree, len(peers)
+	return agree, len(peers), deferTo
+}
+
+func (d *Detector) holdUntil() time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.holdTill
 }
 
 // agreeAt is the silence at which a node agrees the leader is silent: a
@@ -319,14 +355,19 @@ func (d *Detector) answer(from string, body []byte) ([]byte, error) {
 	} else if cur == "" {
 		s = d.opts.Detect // this node knows no leader at all
 	}
+	var defers bool
 	if s >= d.agreeAt() {
-		if mine := slices.Index(d.opts.Order(req.Leader), d.r.self); mine > req.Rank {
+		mine := slices.Index(d.opts.Order(req.Leader), d.r.self)
+		switch {
+		case mine > req.Rank:
 			d.mu.Lock()
 			d.holdTill = time.Now().Add(d.opts.Detect / 2)
 			d.mu.Unlock()
+		case mine >= 0 && mine < req.Rank && d.r.r.State() == raft.Follower && time.Now().After(d.holdUntil()):
+			defers = true
 		}
 	}
-	return json.Marshal(silenceResp{SilentNs: int64(s)})
+	return json.Marshal(silenceResp{SilentNs: int64(s), Defer: defers})
 }
 
 // RankOrder is the order in which followers act on a silent leader: the
