@@ -355,6 +355,9 @@ func BenchmarkNoFalseFailoversLossy(b *testing.B) {
 		st, failovers, fences := soakResult(b, p, e1)
 		b.Logf("%ds, %d%% loss on every link, a saturated core: %d failovers (epoch %d → %d, primary %s → %s), %d fences",
 			secs, loss, failovers, e1, st.Primary.Epoch, p.Name, st.Primary.Node, fences)
+		if failovers > 0 || fences > 0 {
+			b.Logf("the nodes' logs are in %s", keepLogs(c))
+		}
 		c.Close()
 		relay.Close()
 		ns.Close()
