@@ -243,19 +243,9 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 	}
 	d.members = m
 	rt := cfg.Timing.Tenure().Raft()
-	voters := make([]string, len(cfg.Nodes))
-	for i, n := range cfg.Nodes {
-		voters[i] = n.Name
-	}
 	det, err := quorum.StartDetector(r, m, quorum.DetectorOptions{Detect: rt.Detect, Stagger: rt.Stagger, Log: d.log,
 		Majority: cfg.Majority(),
-		Order: func(leader string) []string {
-			standby := r.FSM().View().Standby
-			return quorum.RankOrder(voters, leader, func(n string) bool {
-				nd, _ := cfg.NodeByName(n)
-				return nd.Witness() || standby[n]
-			})
-		}})
+		Order:    func(leader string) []string { return rankOrder(cfg, r.FSM().View().Standby, leader) }})
 	if err != nil {
 		m.Shutdown()
 		r.Shutdown()

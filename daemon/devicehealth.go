@@ -80,10 +80,6 @@ func (d *Daemon) wantWarm(device string) bool {
 		targets = append(targets, n)
 	}
 	cfg := d.config() // the live configuration: a reload may change topologies
-	voters := make([]string, len(cfg.Nodes))
-	for i, n := range cfg.Nodes {
-		voters[i] = n.Name
-	}
 	leader := d.raft.Leader()
 	for _, target := range targets {
 		if target == d.self || !fencesWith(cfg, target, device) {
@@ -92,10 +88,7 @@ func (d *Daemon) wantWarm(device string) bool {
 		if leader == d.self {
 			return true
 		}
-		order := quorum.RankOrder(voters, target, func(n string) bool {
-			nd, _ := cfg.NodeByName(n)
-			return nd.Witness() || v.Standby[n]
-		})
+		order := rankOrder(cfg, v.Standby, target)
 		if i := slices.Index(order, d.self); i >= 0 && i < warmSuccessors {
 			return true
 		}
@@ -133,6 +126,25 @@ func (d *Daemon) warmLoop(done <-chan struct{}) {
 		case <-leader:
 		}
 	}
+}
+
+// mayNotHold says, under cfg and the standby set, which nodes may never
+// hold primacy (witnesses and standby nodes): they rank last.
+func mayNotHold(cfg *config.Config, standby map[string]bool) func(string) bool {
+	return func(n string) bool {
+		nd, _ := cfg.NodeByName(n)
+		return nd.Witness() || standby[n]
+	}
+}
+
+// rankOrder is the detector's rank order (quorum.RankOrder) of cfg's
+// voters after leader.
+func rankOrder(cfg *config.Config, standby map[string]bool, leader string) []string {
+	voters := make([]string, len(cfg.Nodes))
+	for i, n := range cfg.Nodes {
+		voters[i] = n.Name
+	}
+	return quorum.RankOrder(voters, leader, mayNotHold(cfg, standby))
 }
 
 // fencesWith reports whether device is in target's fence topology under cfg.

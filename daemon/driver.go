@@ -353,21 +353,14 @@ func (d *Daemon) recordExpiry(a tenure.Expire) error {
 func (d *Daemon) successor() string {
 	cfg := d.config()
 	standby := d.raft.FSM().View().Standby
-	mayNot := func(n string) bool {
-		nd, _ := cfg.NodeByName(n)
-		return nd.Witness() || standby[n]
-	}
-	voters := make([]string, len(cfg.Nodes))
-	for i, n := range cfg.Nodes {
-		voters[i] = n.Name
-	}
+	mayNot := mayNotHold(cfg, standby)
 	alive := map[string]bool{}
 	for _, m := range d.members.Members() {
 		alive[m.Name] = m.State == "alive"
 	}
 	prev, since, heard := d.raft.PreviousLeader()
 	silent := heard && since >= cfg.Timing.Tenure().Raft().Detect
-	for _, n := range quorum.RankOrder(voters, d.self, mayNot) {
+	for _, n := range rankOrder(cfg, standby, d.self) {
 		switch {
 		case mayNot(n):
 			return "" // the rest may not hold primacy either

@@ -48,8 +48,9 @@ func (q *Raft) sampleContact() {
 // PreviousLeader is the leader this node knew before the current one (""
 // if none), and how long ago it last heard from it while it led (ok false
 // if never).
+// onLeaderChange samples at every change of leader, so before is current;
+// SinceContact samples afresh for the contact itself.
 func (q *Raft) PreviousLeader() (name string, since time.Duration, ok bool) {
-	q.sampleContact()
 	t := q.contacts
 	t.mu.Lock()
 	name = t.before

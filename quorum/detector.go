@@ -225,9 +225,7 @@ func (d *Detector) due(lastTry time.Time, wait *time.Duration) (act bool, leader
 	}
 	silent = d.Silence()
 	threshold := d.opts.Detect + time.Duration(rank)*d.opts.Stagger
-	d.mu.Lock()
-	held := time.Until(d.holdTill)
-	d.mu.Unlock()
+	held := time.Until(d.holdUntil())
 	retry := d.opts.Detect/2 - time.Since(lastTry)
 	switch {
 	case held > 0:
