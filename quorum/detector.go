@@ -1,12 +1,14 @@
 package quorum
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -39,7 +41,15 @@ import (
 //     leader alone therefore disturbs nothing;
 //   - ranks are staggered so that candidacies do not collide: the first to
 //     act wins, so nodes that may hold primacy come first; one asked by an
-//     earlier-ranked node holds back while that one stands.
+//     earlier-ranked node holds back while that one stands;
+//   - but only a node whose log is as new as a majority's can win: raft
+//     refuses a vote to a candidate whose log lacks entries the voter has
+//     (the dead leader's last entry may have reached only some followers).
+//     So a follower asked by a node whose log is older says it will stand
+//     itself, and does so at once; the asker holds back;
+//   - a follower left without a leader by a candidacy that failed stands
+//     itself once the old leader has been silent for another Detect, rather
+//     than wait for raft's own timeout.
 //
 // Beacons and answers are only liveness hints: they start elections sooner,
 // they cannot make anyone primary. Raft and the lease decide that.
@@ -52,7 +62,9 @@ type Detector struct {
 	mu       sync.Mutex
 	beacon   map[string]time.Time // leader → when its last beacon arrived
 	holdTill time.Time            // an earlier-ranked node is standing
+	urgeTill time.Time            // this node's log is newer than an asker's: it stands at once
 	deferred time.Time            // when this node last held back for an earlier-ranked one (watch's own)
+	wake     chan struct{}        // wakes watch (an urge)
 	stop     chan struct{}
 	wg       sync.WaitGroup
 }
@@ -82,7 +94,7 @@ func StartDetector(r *Raft, m *Membership, o DetectorOptions) (*Detector, error)
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	d := &Detector{r: r, m: m, log: o.Log, opts: o, beacon: map[string]time.Time{}, stop: make(chan struct{})}
+	d := &Detector{r: r, m: m, log: o.Log, opts: o, beacon: map[string]time.Time{}, wake: make(chan struct{}, 1), stop: make(chan struct{})}
 	m.setBeaconHandler(d.received)
 	m.setInternal(silenceMethod, d.answer)
 	d.wg.Add(2)
@@ -197,6 +209,7 @@ func (d *Detector) watch() {
 			return
 		case <-t.C:
 		case <-changed:
+		case <-d.wake:
 		}
 		changed = d.r.LeaderChanged() // before looking: no change missed
 		wait := time.Second
@@ -216,16 +229,30 @@ func (d *Detector) due(lastTry time.Time, wait *time.Duration) (act bool, leader
 		return false, "", 0, 0
 	}
 	leader = d.r.Leader()
+	// Without a leader, this node follows none because a candidacy began
+	// (raft forgets the leader at a newer term): the old leader's silence
+	// then counts from this node's last contact with it, and the
+	// candidate is given another Detect to win before this node stands.
+	// Before any leader was known (startup), raft's own timer elects.
+	extra := time.Duration(0)
 	if leader == "" {
-		return false, "", 0, 0
+		prev, since, ok := d.r.PreviousLeader()
+		if !ok {
+			return false, "", 0, 0
+		}
+		leader, silent, extra = prev, min(since, d.sinceBeacon(prev)), d.opts.Detect
+	} else {
+		silent = d.Silence()
 	}
 	rank = slices.Index(d.opts.Order(leader), d.r.self)
 	if rank < 0 {
 		return false, "", 0, 0
 	}
-	silent = d.Silence()
-	threshold := d.opts.Detect + time.Duration(rank)*d.opts.Stagger
+	threshold := d.opts.Detect + time.Duration(rank)*d.opts.Stagger + extra
 	held := time.Until(d.holdUntil())
+	if d.urged() {
+		threshold, held = min(threshold, d.agreeAt()), 0
+	}
 	retry := d.opts.Detect/2 - time.Since(lastTry)
 	switch {
 	case held > 0:
@@ -238,6 +265,18 @@ func (d *Detector) due(lastTry time.Time, wait *time.Duration) (act bool, leader
 		return true, leader, rank, silent
 	}
 	return false, leader, rank, silent
+}
+
+// sinceBeacon is how long ago leader's last beacon arrived (forever if
+// never).
+func (d *Detector) sinceBeacon(leader string) time.Duration {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	b, ok := d.beacon[leader]
+	if !ok {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Since(b)
 }
 
 // stand asks the others whether leader is silent for them too and, if a
@@ -277,12 +316,17 @@ const silenceMethod = "quorum.silence"
 type silenceReq struct {
 	Leader string `json:"leader"`
 	Rank   int    `json:"rank"`
+	// LogTerm and LogIndex are the asker's newest log entry (0 and 0 from
+	// a version that did not send them: rank alone decides then).
+	LogTerm  uint64 `json:"logTerm,omitempty"`
+	LogIndex uint64 `json:"logIndex,omitempty"`
 }
 
 type silenceResp struct {
 	SilentNs int64 `json:"silentNs"`
-	// Defer: the answerer ranks before the asker and finds the leader
-	// silent too, so it will stand itself (see stand).
+	// Defer: the answerer finds the leader silent too and will stand
+	// itself, because its log is newer than the asker's, or as new and it
+	// ranks before the asker (see stand).
 	Defer bool `json:"defer,omitempty"`
 }
 
@@ -290,7 +334,8 @@ type silenceResp struct {
 // and returns how many agree (this node included), how many it asked, and
 // an earlier-ranked node that agrees and will stand itself ("" if none).
 func (d *Detector) confirm(leader string, rank int) (agree, asked int, deferTo string) {
-	body, _ := json.Marshal(silenceReq{Leader: leader, Rank: rank})
+	idx, term := d.r.LastLog()
+	body, _ := json.Marshal(silenceReq{Leader: leader, Rank: rank, LogTerm: term, LogIndex: idx})
 	ctx, cancel := context.WithTimeout(context.Background(), max(d.opts.Detect/4, 20*time.Millisecond))
 	defer cancel()
 	var peers []string
@@ -340,8 +385,11 @@ func (d *Detector) holdUntil() time.Time {
 // last beacon that much earlier.
 func (d *Detector) agreeAt() time.Duration { return d.opts.Detect - d.opts.Detect/8 }
 
-// answer tells an asker how long this node has not heard from the leader,
-// and holds back its own candidacy while an earlier-ranked asker stands.
+// answer tells an asker how long this node has not heard from the leader.
+// When it finds the leader silent too, it settles which of the two stands:
+// the one with the newer log (the other could not win this node's vote, or
+// would need others'), and with logs alike the earlier-ranked one. The other
+// holds back.
 func (d *Detector) answer(from string, body []byte) ([]byte, error) {
 	var req silenceReq
 	if err := json.Unmarshal(body, &req); err != nil {
@@ -356,16 +404,54 @@ func (d *Detector) answer(from string, body []byte) ([]byte, error) {
 	var defers bool
 	if s >= d.agreeAt() {
 		mine := slices.Index(d.opts.Order(req.Leader), d.r.self)
+		newer := 0 // > 0: this node's log is newer than the asker's
+		if req.LogTerm != 0 || req.LogIndex != 0 {
+			idx, term := d.r.LastLog()
+			newer = compareLog(term, idx, req.LogTerm, req.LogIndex)
+		}
+		follower := d.r.r.State() == raft.Follower
 		switch {
-		case mine > req.Rank:
+		case mine < 0:
+		case newer > 0 && follower:
+			defers = true
+			d.urge()
+		case newer < 0 || mine > req.Rank:
 			d.mu.Lock()
 			d.holdTill = time.Now().Add(d.opts.Detect / 2)
 			d.mu.Unlock()
-		case mine >= 0 && mine < req.Rank && d.r.r.State() == raft.Follower && time.Now().After(d.holdUntil()):
+		case mine < req.Rank && follower && time.Now().After(d.holdUntil()):
 			defers = true
 		}
 	}
 	return json.Marshal(silenceResp{SilentNs: int64(s), Defer: defers})
+}
+
+// urge makes this node stand at once (its log is newer than an asker's),
+// ending any hold.
+func (d *Detector) urge() {
+	d.mu.Lock()
+	d.urgeTill = time.Now().Add(d.opts.Detect / 2)
+	d.holdTill = time.Time{}
+	d.mu.Unlock()
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (d *Detector) urged() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return time.Now().Before(d.urgeTill)
+}
+
+// compareLog orders two raft log positions as a vote does: by last term,
+// then last index (> 0: the first is newer).
+func compareLog(termA, idxA, termB, idxB uint64) int {
+	if c := cmp.Compare(termA, termB); c != 0 {
+		return c
+	}
+	return cmp.Compare(idxA, idxB)
 }
 
 // RankOrder is the order in which followers act on a silent leader: the

@@ -90,3 +90,110 @@ func TestSilenceAnswerDefersToEarlierRank(t *testing.T) {
 		t.Fatal("rank 1 asked by rank 0 does not hold back its own candidacy")
 	}
 }
+
+// TestDetectorElectsTheNewestLog: the dead leader's last entry reached only
+// one follower, and the other follower ranks first. raft refuses its vote
+// to a candidate whose log is older than the voter's, so the rank-0
+// follower cannot win; raft's own timeout (20 s here) would elect only
+// after a long stall.
+//   - asked: the rank-0 follower asks the other, which says it will stand
+//     itself and does so at once; the rank-0 one holds back (one election:
+//     the term rises by one).
+//   - failed candidacy: the rank-0 follower stands without asking (as an
+//     older version would) and loses; the other, left without a leader,
+//     stands itself once the old leader has been silent another Detect.
+func TestDetectorElectsTheNewestLog(t *testing.T) {
+	for _, byHand := range []bool{false, true} {
+		name := map[bool]string{false: "asked", true: "failed candidacy"}[byHand]
+		t.Run(name, func(t *testing.T) {
+			const lease = 60 * time.Second // raft's own timeout: 20 s
+			const detect = 200 * time.Millisecond
+			nodes, trans := inmemCluster(t, 3, lease)
+			all := []string{"a", "b", "c"}
+			if err := nodes["a"].kick.kick(time.Second); err != nil {
+				t.Fatal(err)
+			}
+			leader := waitLeader(t, nodes, all, "")
+			var rest []string
+			for _, n := range all {
+				if n != leader {
+					rest = append(rest, n)
+				}
+			}
+			behind, ahead := rest[0], rest[1]
+			log := slog.New(slog.DiscardHandler)
+			var peers []Peer
+			for _, n := range all {
+				peers = append(peers, Peer{Name: n, Gossip: freeGossipAddr(t)})
+			}
+			ms, ds := map[string]*Membership{}, map[string]*Detector{}
+			for _, n := range all {
+				m, err := JoinMembership(MembershipOptions{Self: n, Peers: peers, Key: keyA, Logger: log}, Meta{Role: "secondary"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ms[n] = m
+				t.Cleanup(func() { m.Shutdown() })
+			}
+			for deadline := time.Now().Add(10 * time.Second); ms["a"].ml.NumMembers() < 3 || ms["b"].ml.NumMembers() < 3 || ms["c"].ml.NumMembers() < 3; {
+				if time.Now().After(deadline) {
+					t.Fatal("the nodes did not meet")
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			order := func(l string) []string {
+				var o []string
+				for _, n := range all {
+					if n != l {
+						o = append(o, n)
+					}
+				}
+				return o
+			}
+			for _, n := range all {
+				d, err := StartDetector(nodes[n], ms[n], DetectorOptions{Detect: detect, Stagger: 30 * time.Millisecond,
+					Order: order, Majority: 2, Log: log.With("node", n)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ds[n] = d
+				t.Cleanup(d.Stop)
+			}
+			// The leader's last entry reaches only the later-ranked follower.
+			trans[leader].Disconnect(raft.ServerAddress(behind))
+			trans[behind].Disconnect(raft.ServerAddress(leader))
+			if _, err := nodes[leader].Apply(Command{Op: OpAcquire, Node: leader, Time: time.Now()}, 5*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			bi, bt := nodes[behind].LastLog()
+			ai, at := nodes[ahead].LastLog()
+			if compareLog(at, ai, bt, bi) <= 0 {
+				t.Fatalf("%s's log (%d/%d) is not newer than %s's (%d/%d)", ahead, at, ai, behind, bt, bi)
+			}
+			term := nodes[ahead].Term()
+			// The leader dies: no beacons, no raft.
+			ds[leader].Stop()
+			ms[leader].Shutdown()
+			trans[leader].Disconnect(raft.ServerAddress(ahead))
+			trans[ahead].Disconnect(raft.ServerAddress(leader))
+			nodes[leader].Shutdown()
+			if byHand {
+				if err := nodes[behind].kick.kick(time.Second); err != nil {
+					t.Fatal(err)
+				}
+			}
+			t0 := time.Now()
+			for nodes[ahead].Leader() != ahead || !nodes[ahead].IsLeader() {
+				if time.Since(t0) > 5*time.Second {
+					t.Fatalf("no new leader 5s after the leader died (%s: %s, leader %q; %s: %s, leader %q)", ahead, nodes[ahead].RaftState(), nodes[ahead].Leader(),
+						behind, nodes[behind].RaftState(), nodes[behind].Leader())
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			t.Logf("%s elected %s after the leader died, term %d → %d", ahead, time.Since(t0).Round(time.Millisecond), term, nodes[ahead].Term())
+			if !byHand && nodes[ahead].Term() != term+1 {
+				t.Errorf("term %d → %d: %s stood too (want one election, by %s)", term, nodes[ahead].Term(), behind, ahead)
+			}
+		})
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -59,6 +60,7 @@ type RaftOptions struct {
 // Raft is the node's consensus engine with fenced's state machine.
 type Raft struct {
 	r     *raft.Raft
+	logs  raft.LogStore
 	fsm   *FSM
 	self  string
 	trans raft.Transport // the inner transport (kick wraps it for raft)
@@ -215,7 +217,7 @@ func OpenRaft(o RaftOptions) (*Raft, error) {
 		closeAll()
 		return nil, fmt.Errorf("raft: %w", err)
 	}
-	q := &Raft{r: r, fsm: fsm, self: o.Self, trans: trans, kick: kick, close: closeAll, log: log}
+	q := &Raft{r: r, logs: logs, fsm: fsm, self: o.Self, trans: trans, kick: kick, close: closeAll, log: log}
 	q.contacts = &contactTracker{last: map[string]Mono{}}
 	q.hb = conf.HeartbeatTimeout
 	q.changes = raft.NewObserver(nil, false, q.observe)
@@ -280,6 +282,25 @@ func (q *Raft) AppliedIndex() uint64 { return q.r.AppliedIndex() }
 
 // Term is the current raft term.
 func (q *Raft) Term() uint64 { return q.r.CurrentTerm() }
+
+// LastLog is this node's newest log entry, index and term: what a voter
+// compares with a candidate's before it grants its vote.
+func (q *Raft) LastLog() (index, term uint64) {
+	index = q.r.LastIndex()
+	var l raft.Log
+	if err := q.logs.GetLog(index, &l); err == nil {
+		return index, l.Term
+	}
+	// The newest entry is in a snapshot (just installed): as raft does,
+	// take the newer of its last log entry and its last snapshot.
+	st := q.r.Stats()
+	num := func(k string) uint64 { n, _ := strconv.ParseUint(st[k], 10, 64); return n }
+	index, term = num("last_log_index"), num("last_log_term")
+	if si := num("last_snapshot_index"); si > index {
+		index, term = si, num("last_snapshot_term")
+	}
+	return index, term
+}
 
 // LastContact is when a follower last heard from its leader.
 func (q *Raft) LastContact() time.Time { return q.r.LastContact() }
