@@ -179,11 +179,14 @@ func OpenRaft(o RaftOptions) (*Raft, error) {
 				Stream: stream, MaxPool: 3, Timeout: 2 * time.Second, Logger: hclogger(log, "raft-net"),
 			})
 		} else {
-			t, err = raft.NewTCPTransportWithLogger(self.Raft, addr, 3, 2*time.Second, hclogger(log, "raft-net"))
+			stream, err := newTCPStream(self.Raft, addr)
 			if err != nil {
 				closeAll()
 				return nil, fmt.Errorf("raft address %s: %w", self.Raft, err)
 			}
+			t = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+				Stream: stream, MaxPool: 3, Timeout: 2 * time.Second, Logger: hclogger(log, "raft-net"),
+			})
 		}
 		trans = t
 		closes = append([]func() error{t.Close}, closes...)

@@ -142,7 +142,7 @@ type streamGuard struct {
 }
 
 func newTLSStream(bind string, advertise net.Addr, conf *tls.Config, g streamGuard) (*tlsStream, error) {
-	ln, err := net.Listen("tcp", bind)
+	ln, err := thinListen(bind)
 	if err != nil {
 		return nil, err
 	}
@@ -188,6 +188,7 @@ func (s *tlsStream) acceptLoop() {
 			continue
 		}
 		delay = 0
+		thinConn(c)
 		release, reason := s.admit.admit(c.RemoteAddr())
 		if reason != "" {
 			c.Close()
@@ -276,7 +277,7 @@ func (s *tlsStream) Close() error {
 
 // Dial connects to a peer; the timeout covers the TLS handshake.
 func (s *tlsStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	return tls.DialWithDialer(&net.Dialer{Timeout: timeout}, "tcp", string(addr), s.conf)
+	return tls.DialWithDialer(&net.Dialer{Timeout: timeout, Control: thinControl}, "tcp", string(addr), s.conf)
 }
 
 // Addr is the address peers reach this node at.
