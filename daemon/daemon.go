@@ -421,16 +421,20 @@ func (d *Daemon) SetMetaNow() {
 }
 
 func (d *Daemon) metaLoop(done <-chan struct{}) {
-	// Role changes push the metadata themselves; this catches the rest.
-	t := time.NewTicker(time.Second)
+	// Role changes push the metadata themselves; this catches the rest:
+	// the epoch, raft's state (a change of leader) and, every 5 s, anything
+	// else.
+	t := time.NewTicker(5 * time.Second)
 	defer t.Stop()
 	for {
+		changed, leader := d.raft.FSM().Changed(), d.raft.LeaderChanged()
 		d.SetMetaNow()
 		select {
 		case <-done:
 			return
 		case <-t.C:
-		case <-d.raft.FSM().Changed():
+		case <-changed:
+		case <-leader:
 		}
 	}
 }

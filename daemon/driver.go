@@ -117,6 +117,17 @@ func (d *Daemon) controlLoop(ctx context.Context, stop <-chan struct{}) {
 	t := d.cfg.Timing.Tenure()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	// The machine's deadlines are on the lease clock (CLOCK_BOOTTIME); a
+	// boot-time timer keeps them even across a suspend. Without one (no
+	// timerfd), the loop polls while a tenure runs instead.
+	var deadline <-chan struct{}
+	boot, err := quorum.NewBootTimer()
+	if err != nil {
+		d.log.Warn("no boot-time timer: polling the lease clock", "every", t.PollInterval(), "err", err)
+	} else {
+		defer boot.Close()
+		deadline = boot.C()
+	}
 	var ev tenure.Event
 	for {
 		changed := d.raft.FSM().Changed() // before reading the state: no missed change
@@ -131,15 +142,20 @@ func (d *Daemon) controlLoop(ctx context.Context, stop <-chan struct{}) {
 		if m.Done() {
 			return
 		}
-		// Wake for the machine's next deadline, and poll while a tenure
-		// runs (timers stand still in a suspend; the lease clock does
-		// not). An idle loop still beats for the service watchdog.
+		// Wake for the machine's next deadline; an idle loop still beats
+		// for the service watchdog.
 		wait := d.idleInterval()
-		if m.Phase() != tenure.Secondary {
-			wait = min(wait, t.PollInterval())
-		}
-		if w := m.Wake(now); w != tenure.Never {
-			wait = min(wait, max(w.Sub(d.now()), 0))
+		w := m.Wake(now)
+		armed := boot != nil && (w == tenure.Never && boot.Stop() == nil || w != tenure.Never && boot.Reset(quorum.Mono(w)) == nil)
+		if !armed {
+			// Go's timers stand still in a suspend; the lease clock
+			// does not.
+			if m.Phase() != tenure.Secondary {
+				wait = min(wait, t.PollInterval())
+			}
+			if w != tenure.Never {
+				wait = min(wait, max(w.Sub(d.now()), 0))
+			}
 		}
 		timer.Reset(wait)
 		ev = nil
@@ -154,6 +170,7 @@ func (d *Daemon) controlLoop(ctx context.Context, stop <-chan struct{}) {
 		case <-changed:
 		case <-d.raft.LeaderCh():
 		case <-timer.C:
+		case <-deadline:
 		}
 		d.beat()
 	}
@@ -224,7 +241,13 @@ func (d *Daemon) act(m *tenure.Machine, a tenure.Action) {
 		})
 	case tenure.Confirm:
 		d.logWrite(func() {
-			d.post(tenure.ConfirmDone{Epoch: a.Epoch, T0: a.T0, Err: d.raft.Confirm(t.Lease.D())})
+			err := d.raft.Confirm(t.Lease.D())
+			// A renewal slower than a heartbeat eats into the lease: the
+			// early sign of a primary about to give it up.
+			if took := d.now().Sub(a.T0); err == nil && took > t.Heartbeat.D() {
+				d.log.Warn("lease renewal slow", "epoch", a.Epoch, "took", took.Round(time.Millisecond), "lease_left", max(t.Tenure().ActingUntil(a.T0).Sub(d.now()), 0).Round(time.Millisecond))
+			}
+			d.post(tenure.ConfirmDone{Epoch: a.Epoch, T0: a.T0, Err: err})
 		})
 	case tenure.AskBound:
 		ctx := d.tenureCtx()

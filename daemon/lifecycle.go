@@ -31,18 +31,32 @@ func (d *Daemon) lifecycle(done <-chan struct{}) {
 	ready := false
 	var target uint64 // the leader's commit index, once learned
 	var lastStatus string
-	interval := 500 * time.Millisecond
-	if w := d.opts.WatchdogInterval; w > 0 && w/4 < interval {
-		interval = w / 4
-	}
-	t := time.NewTicker(interval)
+	// Until it joined it looks twice a second; then the status line
+	// follows the replicated state and the leader, and it beats for the
+	// service watchdog (a quarter of its interval; every 5 s besides).
+	w := d.opts.WatchdogInterval
+	t := time.NewTimer(0)
 	defer t.Stop()
+	var changed, leader <-chan struct{}
 	for {
 		select {
 		case <-done:
 			return
 		case <-t.C:
+		case <-changed:
+		case <-leader:
 		}
+		changed, leader = d.raft.FSM().Changed(), d.raft.LeaderChanged() // before looking: no change missed
+		wait := 500 * time.Millisecond
+		if ready {
+			wait = 5 * time.Second
+		} else {
+			changed = nil
+		}
+		if w > 0 {
+			wait = min(wait, w/4)
+		}
+		t.Reset(wait) // Go ≥ 1.23: no stale tick after Reset
 		if !ready && target == 0 && d.raft.Leader() != "" {
 			target = d.leaderCommit()
 		}

@@ -174,11 +174,12 @@ func (t Timing) Raft() RaftTimings {
 	}
 }
 
-// PollInterval bounds how late the driver notices a deadline that a timer
-// could not tell it: Go's timers run on CLOCK_MONOTONIC, which stands
-// still while the machine is suspended, whereas the lease is measured on
-// CLOCK_BOOTTIME. A quarter of the margin (and of the heartbeat), so the
-// lateness stays well inside the margin that covers it.
+// PollInterval is how often the driver polls the lease clock while a
+// tenure runs when it has no boot-time timer (quorum.BootTimer): Go's
+// timers run on CLOCK_MONOTONIC, which stands still while the machine is
+// suspended, whereas the lease is measured on CLOCK_BOOTTIME. A quarter of
+// the margin (and of the heartbeat), so the lateness stays well inside the
+// margin that covers it.
 func (t Timing) PollInterval() time.Duration {
 	return min(max(min(t.Heartbeat, t.Margin)/4, 5*time.Millisecond), 250*time.Millisecond)
 }

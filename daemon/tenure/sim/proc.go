@@ -194,11 +194,11 @@ func (p *proc) step() {
 	if len(p.events) > 0 {
 		p.loopKick()
 	}
+	// As the driver does: the machine's own deadlines (a boot-time
+	// timer), and a beat every heartbeat; no polling, so a deadline Wake
+	// does not name is never met.
 	t := w.timing
 	wait := t.Heartbeat
-	if p.m.Phase() != tenure.Secondary {
-		wait = min(wait, t.PollInterval())
-	}
 	if wk := p.m.Wake(now); wk != tenure.Never {
 		wait = min(wait, max(wk.Sub(n.local()), 0))
 	}
