@@ -147,6 +147,11 @@ func (d *Daemon) controlLoop(ctx context.Context, stop <-chan struct{}) {
 		wait := d.idleInterval()
 		w := m.Wake(now)
 		armed := boot != nil && (w == tenure.Never && boot.Stop() == nil || w != tenure.Never && boot.Reset(quorum.Mono(w)) == nil)
+		if dl := w.Sub(now); armed && w != tenure.Never && dl < wait {
+			// The deadline wakes the loop (and so beats) within the
+			// idle interval; the idle timer is then only its backstop.
+			wait += max(dl, 0)
+		}
 		if !armed {
 			// Go's timers stand still in a suspend; the lease clock
 			// does not.

@@ -183,12 +183,15 @@ func (m *Membership) joinLoop() {
 	defer m.wg.Done()
 	t := time.NewTimer(0)
 	defer t.Stop()
+	var changed <-chan struct{}
 	for {
 		select {
 		case <-m.stop:
 			return
 		case <-t.C:
+		case <-changed:
 		}
+		changed = m.Changed() // before looking: no leave missed
 		alive := map[string]bool{}
 		for _, n := range m.ml.Members() {
 			alive[n.Name] = true
@@ -199,12 +202,16 @@ func (m *Membership) joinLoop() {
 				addrs = append(addrs, p.Gossip)
 			}
 		}
+		// Every second while a configured node is missing; with all
+		// present, at the next leave (or every 10 s besides).
+		wait := 10 * time.Second
 		if len(addrs) > 0 {
+			wait = time.Second
 			if _, err := m.ml.Join(addrs); err != nil {
 				m.log.Debug("gossip join", "err", err)
 			}
 		}
-		t.Reset(time.Second)
+		t.Reset(wait)
 	}
 }
 
