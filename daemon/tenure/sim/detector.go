@@ -14,6 +14,13 @@ import (
 // does (campaign(true): no pre-vote, granted by voters that still follow
 // the old leader). A node asked by an earlier-ranked one holds back for
 // Detect/2. Ranks: the other nodes in index order, standby nodes last.
+//
+// Not modelled (they change only when an election starts, not what a
+// majority or the lease allow): the answer that tells a later-ranked asker
+// that this node stands itself, the newer log standing before rank, and the
+// follower left leaderless by a failed candidacy standing after another
+// Detect. The liveness figures the simulation prints are for the detector
+// without them.
 
 func (p *proc) startDetector() {
 	p.beacon = make([]int64, p.w.sc.Nodes)
