@@ -145,16 +145,20 @@ func (d *Daemon) controlLoop(ctx context.Context, stop <-chan struct{}) {
 		// Wake for the machine's next deadline; an idle loop still beats
 		// for the service watchdog.
 		wait := d.idleInterval()
-		w := m.Wake(now)
-		armed := boot != nil && (w == tenure.Never && boot.Stop() == nil || w != tenure.Never && boot.Reset(quorum.Mono(w)) == nil)
-		if dl := w.Sub(now); armed && w != tenure.Never && dl < wait {
-			// The deadline wakes the loop (and so beats) within the
-			// idle interval; the idle timer is then only its backstop.
-			wait += max(dl, 0)
-		}
-		if !armed {
-			// Go's timers stand still in a suspend; the lease clock
-			// does not.
+		switch w := m.Wake(now); {
+		case boot != nil && w == tenure.Never && boot.Stop() == nil:
+			// nothing due: the idle timer beats
+		case boot != nil && w != tenure.Never && boot.Reset(quorum.Mono(w)) == nil:
+			// The deadline wakes the loop (and so beats) first when it
+			// falls within the idle interval; the idle timer is then
+			// only its backstop.
+			if dl := max(w.Sub(now), 0); dl < wait {
+				wait += dl
+			}
+		default:
+			// No boot-time timer: Go's timers stand still in a
+			// suspend, the lease clock does not, so poll it while a
+			// tenure runs.
 			if m.Phase() != tenure.Secondary {
 				wait = min(wait, t.PollInterval())
 			}
@@ -249,8 +253,9 @@ func (d *Daemon) act(m *tenure.Machine, a tenure.Action) {
 			err := d.raft.Confirm(t.Lease.D())
 			// A renewal slower than a heartbeat eats into the lease: the
 			// early sign of a primary about to give it up.
-			if took := d.now().Sub(a.T0); err == nil && took > t.Heartbeat.D() {
-				d.log.Warn("lease renewal slow", "epoch", a.Epoch, "took", took.Round(time.Millisecond), "lease_left", max(t.Tenure().ActingUntil(a.T0).Sub(d.now()), 0).Round(time.Millisecond))
+			if now := d.now(); err == nil && now.Sub(a.T0) > t.Heartbeat.D() {
+				d.log.Warn("lease renewal slow", "epoch", a.Epoch, "took", now.Sub(a.T0).Round(time.Millisecond),
+					"lease_left", max(t.Tenure().ActingUntil(a.T0).Sub(now), 0).Round(time.Millisecond))
 			}
 			d.post(tenure.ConfirmDone{Epoch: a.Epoch, T0: a.T0, Err: err})
 		})

@@ -294,9 +294,7 @@ func (d *Detector) stand(leader string, rank int, s time.Duration) {
 	agree, asked, deferTo := d.confirm(leader, rank)
 	if deferTo != "" && agree >= d.opts.Majority && time.Since(d.deferred) > 2*d.opts.Detect {
 		d.deferred = time.Now()
-		d.mu.Lock()
-		d.holdTill = time.Now().Add(d.opts.Detect / 2)
-		d.mu.Unlock()
+		d.hold()
 		d.log.Info("leader silent for a majority: an earlier-ranked node stands", "leader", leader, "silent", s.Round(time.Millisecond), "rank", rank, "to", deferTo)
 		return
 	}
@@ -374,6 +372,13 @@ func (d *Detector) confirm(leader string, rank int) (agree, asked int, deferTo s
 	return agree, len(peers), deferTo
 }
 
+// hold keeps this node from standing for Detect/2: another node stands.
+func (d *Detector) hold() {
+	d.mu.Lock()
+	d.holdTill = time.Now().Add(d.opts.Detect / 2)
+	d.mu.Unlock()
+}
+
 func (d *Detector) holdUntil() time.Time {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -416,9 +421,7 @@ func (d *Detector) answer(from string, body []byte) ([]byte, error) {
 			defers = true
 			d.urge()
 		case newer < 0 || mine > req.Rank:
-			d.mu.Lock()
-			d.holdTill = time.Now().Add(d.opts.Detect / 2)
-			d.mu.Unlock()
+			d.hold()
 		case mine < req.Rank && follower && time.Now().After(d.holdUntil()):
 			defers = true
 		}

@@ -163,31 +163,26 @@ func OpenRaft(o RaftOptions) (*Raft, error) {
 			closeAll()
 			return nil, fmt.Errorf("raft address %s: %w", self.Raft, err)
 		}
-		var t *raft.NetworkTransport
+		// Plain TCP or mutual TLS rooted in the cluster key; either way
+		// thin-stream sockets (thin.go).
+		var stream raft.StreamLayer
 		if o.Key != nil {
-			conf, err := clusterTLS(o.Key, o.Cluster, o.Self)
-			if err != nil {
+			conf, cerr := clusterTLS(o.Key, o.Cluster, o.Self)
+			if cerr != nil {
 				closeAll()
-				return nil, err
+				return nil, cerr
 			}
-			stream, err := newTLSStream(self.Raft, addr, conf, streamGuard{Known: knownAddrs(o.Peers, func(p Peer) string { return p.Raft }), Log: log})
-			if err != nil {
-				closeAll()
-				return nil, fmt.Errorf("raft address %s: %w", self.Raft, err)
-			}
-			t = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-				Stream: stream, MaxPool: 3, Timeout: 2 * time.Second, Logger: hclogger(log, "raft-net"),
-			})
+			stream, err = newTLSStream(self.Raft, addr, conf, streamGuard{Known: knownAddrs(o.Peers, func(p Peer) string { return p.Raft }), Log: log})
 		} else {
-			stream, err := newTCPStream(self.Raft, addr)
-			if err != nil {
-				closeAll()
-				return nil, fmt.Errorf("raft address %s: %w", self.Raft, err)
-			}
-			t = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-				Stream: stream, MaxPool: 3, Timeout: 2 * time.Second, Logger: hclogger(log, "raft-net"),
-			})
+			stream, err = newTCPStream(self.Raft, addr)
 		}
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("raft address %s: %w", self.Raft, err)
+		}
+		t := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+			Stream: stream, MaxPool: 3, Timeout: 2 * time.Second, Logger: hclogger(log, "raft-net"),
+		})
 		trans = t
 		closes = append([]func() error{t.Close}, closes...)
 	}
