@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -93,6 +94,7 @@ type gossipGuard struct {
 	budget    *byteBudget // shared by the strangers' streams
 	refused   *refusals
 
+	beacon  atomic.Pointer[func([]byte, net.Addr)] // takes beacon frames (see beacon.go)
 	streams chan net.Conn
 	packets chan *memberlist.Packet
 	closing chan struct{} // Shutdown began: drain the inner transport, pass nothing on
@@ -304,6 +306,9 @@ func (c *screenedConn) Close() error {
 	return err
 }
 
+// setBeaconHandler routes beacon frames to h instead of memberlist.
+func (g *gossipGuard) setBeaconHandler(h func(frame []byte, from net.Addr)) { g.beacon.Store(&h) }
+
 func (g *gossipGuard) packetLoop() {
 	defer g.wg.Done()
 	for {
@@ -315,6 +320,12 @@ func (g *gossipGuard) packetLoop() {
 			case <-g.closing:
 				continue
 			default:
+			}
+			if len(p.Buf) > 0 && p.Buf[0] == beaconFrame {
+				if h := g.beacon.Load(); h != nil {
+					(*h)(p.Buf, p.From)
+				}
+				continue
 			}
 			if g.encrypted {
 				if err := checkGossipPacket(p.Buf); err != nil {

@@ -2,6 +2,7 @@ package quorum
 
 import (
 	"context"
+	"crypto/cipher"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -29,6 +30,10 @@ type Meta struct {
 	// (16 hex digits, see FingerprintOf); its per-key hashes are asked for
 	// by a call. Kept short: memberlist carries at most 512 bytes of meta.
 	Config string `json:"c,omitempty"`
+	// Beacon is the beacon frame this node reads (beaconVersion; 0 for an
+	// older version: only beacons as memberlist messages). Set by
+	// Membership itself.
+	Beacon int `json:"b,omitempty"`
 }
 
 // Member is one configured node as this node sees it through gossip.
@@ -71,8 +76,9 @@ type Membership struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	beacons  atomic.Pointer[func([]byte)] // the Detector's, when running
-	internal sync.Map                     // method → func(from string, body []byte) ([]byte, error)
+	beacons    atomic.Pointer[func([]byte)] // the Detector's, when running
+	beaconAEAD cipher.AEAD                  // seals beacon frames; nil without a key
+	internal   sync.Map                     // method → func(from string, body []byte) ([]byte, error)
 
 	mu      sync.Mutex
 	closed  bool // Shutdown began: no new handler
@@ -84,6 +90,7 @@ type Membership struct {
 	// memberlist's own, which it changes under that lock.
 	metas   map[string][]byte
 	addrs   map[string]*memberlist.Node // see mlEvents.touch
+	framed  map[string]bool             // the node reads beacon frames (Meta.Beacon)
 	pending map[uint64]chan rpcMsg
 	metaCh  chan struct{}
 	changed chan struct{} // closed (and replaced) when a node joins, leaves or changes its metadata
@@ -107,7 +114,7 @@ func JoinMembership(o MembershipOptions, initial Meta) (*Membership, error) {
 	port, _ := strconv.Atoi(portStr)
 
 	m := &Membership{opts: o, log: log, stop: make(chan struct{}),
-		contact: map[string]time.Time{}, rtt: map[string]time.Duration{}, left: map[string]bool{}, metas: map[string][]byte{}, addrs: map[string]*memberlist.Node{},
+		contact: map[string]time.Time{}, rtt: map[string]time.Duration{}, left: map[string]bool{}, metas: map[string][]byte{}, addrs: map[string]*memberlist.Node{}, framed: map[string]bool{},
 		pending: map[uint64]chan rpcMsg{}, metaCh: make(chan struct{}, 1), changed: make(chan struct{})}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.meta.Store(&initial)
@@ -147,6 +154,12 @@ func JoinMembership(o MembershipOptions, initial Meta) (*Membership, error) {
 	}
 	c.Transport = guard
 	m.guard = guard
+	if m.beaconAEAD, err = beaconCipher(o.Key); err != nil {
+		m.cancel()
+		guard.Shutdown()
+		return nil, err
+	}
+	guard.setBeaconHandler(m.receiveBeacon)
 	ml, err := memberlist.Create(c)
 	if err != nil {
 		m.cancel()
@@ -365,23 +378,6 @@ func (m *Membership) peer(name string) *memberlist.Node {
 	return m.addrs[name]
 }
 
-// sendBeacons sends msg to every other member as a best-effort (UDP)
-// datagram.
-func (m *Membership) sendBeacons(msg []byte) {
-	for _, p := range m.opts.Peers {
-		if p.Name == m.opts.Self {
-			continue
-		}
-		n := m.peer(p.Name)
-		if n == nil {
-			continue
-		}
-		if err := m.ml.SendBestEffort(n, msg); err != nil {
-			m.log.Debug("gossip: beacon", "to", n.Name, "err", err)
-		}
-	}
-}
-
 // ErrNoRoute is returned by Call when the node is not reachable by gossip.
 var ErrNoRoute = errors.New("node not reachable")
 
@@ -485,7 +481,9 @@ func (m *Membership) handleMsg(b []byte) {
 type mlDelegate Membership
 
 func (d *mlDelegate) NodeMeta(limit int) []byte {
-	b, _ := json.Marshal(d.meta.Load())
+	meta := *d.meta.Load()
+	meta.Beacon = beaconVersion
+	b, _ := json.Marshal(meta)
 	if len(b) > limit {
 		return nil
 	}
@@ -519,6 +517,8 @@ func (e *mlEvents) touch(n *memberlist.Node, left bool) {
 	e.contact[n.Name] = time.Now()
 	e.left[n.Name] = left
 	e.metas[n.Name] = append([]byte(nil), n.Meta...)
+	meta, _ := decodeMeta(n.Meta)
+	e.framed[n.Name] = meta.Beacon >= beaconVersion
 	// A copy of where the node is, for sending to it: memberlist updates
 	// its own Node structs in place, under its lock, while they are in use.
 	e.addrs[n.Name] = &memberlist.Node{Name: n.Name, Addr: append(net.IP(nil), n.Addr...), Port: n.Port}

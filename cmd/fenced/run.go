@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -42,13 +43,17 @@ file), fence topologies, device monitor intervals, alerts — after checking the
 whole file as at start. A file with problems, or one that changes what needs a
 restart (the node list or addresses, timing, storage and resources, paths, the
 cluster key, metrics.listen), is refused with its problems logged, and the
-running configuration stays in force.`,
+running configuration stays in force.
+
+The daemon runs its Go code on one processor (GOMAXPROCS=1) unless the
+GOMAXPROCS environment variable says otherwise.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := newLogger(s, level)
 			if err != nil {
 				return &exitError{exitUsage, err}
 			}
+			oneProcessor()
 			host, _ := os.Hostname()
 			cfg, err := daemon.LoadConfig(path, node, host, agents.Default)
 			if err != nil {
@@ -73,6 +78,22 @@ running configuration stays in force.`,
 	cmd.Flags().StringVar(&node, "node", "", "this node's name among the configured nodes (default: the config's node, else the hostname)")
 	cmd.Flags().StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
 	return cmd
+}
+
+// oneProcessor runs the daemon's goroutines on one processor unless the
+// environment sets GOMAXPROCS. An idle daemon wakes some thirty times a
+// second (beacons, raft heartbeats, gossip, lease renewals), each time for
+// tens of microseconds; with a second processor the Go scheduler also
+// wakes a second thread to look for work at each of them, which costs about
+// a fifth of an idle node's CPU. Nothing the daemon does needs two cores at
+// once: its work is waiting on the network, disks and BMCs, and Go preempts
+// a goroutine that runs for more than 10 ms, so the control loop's
+// deadlines (hundreds of ms apart) are kept. A blocking system call (fsync)
+// hands the processor to another thread as before.
+func oneProcessor() {
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
+	}
 }
 
 // reloadOnHUP reloads d's configuration on every SIGHUP until ctx ends

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -191,5 +192,21 @@ alerts:
 	code, _, stderr = runFenced(t, "run", "--config", p, "--node", "a")
 	if code != exitConfig || !strings.Contains(stderr, "gossip.key_file: open") {
 		t.Errorf("run: exit %d: %s", code, stderr)
+	}
+}
+
+// The daemon runs on one processor unless GOMAXPROCS is set.
+func TestOneProcessor(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	runtime.GOMAXPROCS(4)
+	t.Setenv("GOMAXPROCS", "4")
+	oneProcessor()
+	if n := runtime.GOMAXPROCS(0); n != 4 {
+		t.Errorf("GOMAXPROCS=4 in the environment: %d processors, want 4", n)
+	}
+	t.Setenv("GOMAXPROCS", "")
+	oneProcessor()
+	if n := runtime.GOMAXPROCS(0); n != 1 {
+		t.Errorf("no GOMAXPROCS in the environment: %d processors, want 1", n)
 	}
 }
