@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"slices"
 	"time"
 )
@@ -12,21 +13,23 @@ import (
 // others, and if a majority (itself included) finds the leader silent too
 // (for Detect − Detect/8), it stands for election as a leadership transfer
 // does (campaign(true): no pre-vote, granted by voters that still follow
-// the old leader). A node asked by an earlier-ranked one holds back for
-// Detect/2. Ranks: the other nodes in index order, standby nodes last.
+// the old leader). Ranks: the other nodes in index order, standby nodes
+// last. An answerer that finds the leader silent too settles which of the
+// two stands: the one whose log is newer (it stands at once), with logs
+// alike the earlier-ranked one; the other holds back for Detect/2 (the
+// asker at most once per 2 × Detect). A follower left without a leader by
+// a candidacy stands once the old leader has been silent for another
+// Detect.
 //
-// Not modelled (they change only when an election starts, not what a
-// majority or the lease allow): the answer that tells a later-ranked asker
-// that this node stands itself, the newer log standing before rank, and the
-// follower left leaderless by a failed candidacy standing after another
-// Detect. The liveness figures the simulation prints are for the detector
-// without them.
+// The real detector also polls raft's state between its timers; here the
+// watch runs every poll interval instead, which is as often or more.
 
 func (p *proc) startDetector() {
 	p.beacon = make([]int64, p.w.sc.Nodes)
 	for i := range p.beacon {
 		p.beacon[i] = noContact
 	}
+	p.deferred = noContact
 	p.armBeacon()
 	p.armWatch()
 }
@@ -89,28 +92,65 @@ func (p *proc) armWatch() {
 
 func (p *proc) watchOnce() {
 	rt := p.w.timing.Raft()
-	if p.role != follower || p.leaderID < 0 || p.asking {
+	if p.role != follower || p.asking {
 		return
 	}
 	now := int64(p.n.local())
 	l := p.leaderID
+	var silent, extra time.Duration
+	if l < 0 {
+		// Left without a leader by a candidacy (a newer term): the old
+		// leader's silence counts from the last contact with it, and the
+		// candidate gets another Detect to win first.
+		l = p.prevLeader
+		if l < 0 {
+			return
+		}
+		since, ok := p.sinceContact(l)
+		if !ok {
+			return
+		}
+		if b := p.beacon[l]; b != noContact {
+			since = min(since, time.Duration(now-b))
+		}
+		silent, extra = since, rt.Detect
+	} else {
+		silent = p.silence()
+	}
 	rank := p.rankOf(p.n.id, l)
-	if rank < 0 || now < p.holdTill || now-p.lastTry < int64(rt.Detect/2) ||
-		p.silence() < rt.Detect+time.Duration(rank)*rt.Stagger {
+	if rank < 0 {
+		return
+	}
+	threshold := rt.Detect + time.Duration(rank)*rt.Stagger + extra
+	held := now < p.holdTill
+	if now < p.urgeTill {
+		threshold, held = min(threshold, agreeAt(rt.Detect)), false
+	}
+	if held || silent < threshold || now-p.lastTry < int64(rt.Detect/2) {
 		return
 	}
 	p.lastTry, p.asking = now, true
 	agree, answered, self := 1, 0, p.n.id
+	deferTo := -1
+	lastIdx, lastTerm := p.n.lastIndex(), p.n.lastTerm()
 	peers := 0
 	finish := func() {
 		if !p.asking {
 			return
 		}
 		p.asking = false
-		if agree >= p.w.majority && p.role == follower {
-			p.w.tracef("%s leader %s silent for a majority: election", p.n.name, nodeName(l))
-			p.campaign(true)
+		if p.role != follower || agree < p.w.majority {
+			return
 		}
+		now := int64(p.n.local())
+		if deferTo >= 0 && (p.deferred == noContact || now-p.deferred > int64(2*rt.Detect)) {
+			p.deferred = now
+			p.holdTill = now + int64(rt.Detect/2)
+			p.w.tracef("%s leader %s silent for a majority: %s stands", p.n.name, nodeName(l), nodeName(deferTo))
+			return
+		}
+		p.w.tracef("%s leader %s silent for a majority: election", p.n.name, nodeName(l))
+		p.campaign(true)
 	}
 	for i := range p.w.nodes {
 		if i == self || i == l {
@@ -118,16 +158,7 @@ func (p *proc) watchOnce() {
 		}
 		peers++
 		p.w.net.send(self, i, 0, func(q *proc) {
-			s := q.silence()
-			if q.leaderID < 0 {
-				s = rt.Detect
-			} else if q.leaderID != l {
-				s = 0
-			}
-			ok := s >= rt.Detect-rt.Detect/8
-			if ok && q.rankOf(q.n.id, l) > rank {
-				q.holdTill = int64(q.n.local()) + int64(rt.Detect/2)
-			}
+			ok, defers := q.answerSilence(l, rank, lastTerm, lastIdx)
 			q.w.net.send(q.n.id, self, 0, func(r *proc) {
 				if !r.asking {
 					return
@@ -136,6 +167,9 @@ func (p *proc) watchOnce() {
 				if ok {
 					agree++
 				}
+				if defers && deferTo < 0 {
+					deferTo = q.n.id
+				}
 				if answered == peers {
 					finish()
 				}
@@ -143,4 +177,47 @@ func (p *proc) watchOnce() {
 		})
 	}
 	p.timer(max(rt.Detect/4, 20*time.Millisecond), finish)
+}
+
+// agreeAt is the silence at which a node agrees its leader is silent.
+func agreeAt(detect time.Duration) time.Duration { return detect - detect/8 }
+
+// answerSilence is quorum.Detector's answer to an asker of the given rank
+// and log, about leader l: whether this node finds l silent too, and
+// whether it will stand itself (its log newer, or as new and it ranks
+// first); the one of the two that does not stand holds back.
+func (q *proc) answerSilence(l, rank int, logTerm, logIdx uint64) (agrees, defers bool) {
+	rt := q.w.timing.Raft()
+	s := q.silence()
+	if q.leaderID < 0 {
+		s = rt.Detect
+	} else if q.leaderID != l {
+		s = 0
+	}
+	if s < agreeAt(rt.Detect) {
+		return false, false
+	}
+	now := int64(q.n.local())
+	mine := q.rankOf(q.n.id, l)
+	newer := compareLog(q.n.lastTerm(), q.n.lastIndex(), logTerm, logIdx)
+	follower := q.role == follower
+	switch {
+	case mine < 0:
+	case newer > 0 && follower:
+		defers = true
+		q.urgeTill, q.holdTill = now+int64(rt.Detect/2), 0
+		q.timer(0, q.watchOnce) // the real detector's wake-up
+	case newer < 0 || mine > rank:
+		q.holdTill = now + int64(rt.Detect/2)
+	case mine < rank && follower && now >= q.holdTill:
+		defers = true
+	}
+	return true, defers
+}
+
+func compareLog(termA, idxA, termB, idxB uint64) int {
+	if c := cmp.Compare(termA, termB); c != 0 {
+		return c
+	}
+	return cmp.Compare(idxA, idxB)
 }

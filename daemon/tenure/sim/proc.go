@@ -45,10 +45,13 @@ type proc struct {
 	xfer         *xfer
 
 	// detector (quorum.Detector)
-	beacon   []int64 // last beacon per leader, on this node's clock
-	holdTill int64
-	lastTry  int64
-	asking   bool
+	beacon     []int64 // last beacon per leader, on this node's clock
+	holdTill   int64
+	urgeTill   int64 // its log is newer than an asker's: it stands at once
+	deferred   int64 // when it last held back for an earlier-ranked node
+	lastTry    int64
+	asking     bool
+	prevLeader int // the leader known before the current one (-1: none)
 
 	// driver
 	m       *tenure.Machine

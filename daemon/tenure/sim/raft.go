@@ -116,6 +116,9 @@ func (p *proc) setLeader(l int) {
 	if p.leaderID == l {
 		return
 	}
+	if p.leaderID >= 0 {
+		p.prevLeader = p.leaderID // quorum's PreviousLeader
+	}
 	p.leaderID = l
 	if l >= 0 && l != p.n.id {
 		p.w.tracef("%s follows %s (term %d)", p.n.name, nodeName(l), p.n.term)
@@ -133,7 +136,7 @@ func (p *proc) startRaft() {
 	for i := range p.contact {
 		p.contact[i] = noContact
 	}
-	p.leaderID = -1
+	p.leaderID, p.prevLeader = -1, -1
 	p.lastContact = int64(p.n.local())
 	p.becomeFollower()
 }
