@@ -385,10 +385,13 @@ func (d *Detector) holdUntil() time.Time {
 	return d.holdTill
 }
 
-// agreeAt is the silence at which a node agrees the leader is silent: a
-// beacon interval short of Detect, for the asker may have seen the leader's
-// last beacon that much earlier.
-func (d *Detector) agreeAt() time.Duration { return d.opts.Detect - d.opts.Detect/8 }
+// agreeAt is the silence at which a node agrees the leader is silent.
+func (d *Detector) agreeAt() time.Duration { return AgreeAt(d.opts.Detect) }
+
+// AgreeAt is the silence at which a node agrees, when asked, that its
+// leader is silent: a beacon interval short of detect, for the asker may
+// have seen the leader's last beacon that much earlier.
+func AgreeAt(detect time.Duration) time.Duration { return detect - detect/8 }
 
 // answer tells an asker how long this node has not heard from the leader.
 // When it finds the leader silent too, it settles which of the two stands:
@@ -412,7 +415,7 @@ func (d *Detector) answer(from string, body []byte) ([]byte, error) {
 		newer := 0 // > 0: this node's log is newer than the asker's
 		if req.LogTerm != 0 || req.LogIndex != 0 {
 			idx, term := d.r.LastLog()
-			newer = compareLog(term, idx, req.LogTerm, req.LogIndex)
+			newer = CompareLog(term, idx, req.LogTerm, req.LogIndex)
 		}
 		follower := d.r.r.State() == raft.Follower
 		switch {
@@ -448,9 +451,9 @@ func (d *Detector) urged() bool {
 	return time.Now().Before(d.urgeTill)
 }
 
-// compareLog orders two raft log positions as a vote does: by last term,
+// CompareLog orders two raft log positions as a vote does: by last term,
 // then last index (> 0: the first is newer).
-func compareLog(termA, idxA, termB, idxB uint64) int {
+func CompareLog(termA, idxA, termB, idxB uint64) int {
 	if c := cmp.Compare(termA, termB); c != 0 {
 		return c
 	}

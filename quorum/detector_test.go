@@ -167,7 +167,7 @@ func TestDetectorElectsTheNewestLog(t *testing.T) {
 			}
 			bi, bt := nodes[behind].LastLog()
 			ai, at := nodes[ahead].LastLog()
-			if compareLog(at, ai, bt, bi) <= 0 {
+			if CompareLog(at, ai, bt, bi) <= 0 {
 				t.Fatalf("%s's log (%d/%d) is not newer than %s's (%d/%d)", ahead, at, ai, behind, bt, bi)
 			}
 			term := nodes[ahead].Term()

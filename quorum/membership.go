@@ -366,11 +366,7 @@ func (m *Membership) setBeaconHandler(h func([]byte)) {
 // peer returns this node's own copy of where member name is (nil when it
 // is not a live member): memberlist's Node structs change under it.
 func (m *Membership) peer(name string) *memberlist.Node {
-	live := false
-	for _, n := range m.ml.Members() {
-		live = live || n.Name == name // a Name never changes
-	}
-	if !live {
+	if !hasMember(m.ml.Members(), name) {
 		return nil
 	}
 	m.mu.Lock()

@@ -1,9 +1,10 @@
 package sim
 
 import (
-	"cmp"
 	"slices"
 	"time"
+
+	"github.com/fenced/fenced/quorum"
 )
 
 // The leader-failure detector as quorum.Detector runs it: the leader
@@ -124,7 +125,7 @@ func (p *proc) watchOnce() {
 	threshold := rt.Detect + time.Duration(rank)*rt.Stagger + extra
 	held := now < p.holdTill
 	if now < p.urgeTill {
-		threshold, held = min(threshold, agreeAt(rt.Detect)), false
+		threshold, held = min(threshold, quorum.AgreeAt(rt.Detect)), false
 	}
 	if held || silent < threshold || now-p.lastTry < int64(rt.Detect/2) {
 		return
@@ -179,9 +180,6 @@ func (p *proc) watchOnce() {
 	p.timer(max(rt.Detect/4, 20*time.Millisecond), finish)
 }
 
-// agreeAt is the silence at which a node agrees its leader is silent.
-func agreeAt(detect time.Duration) time.Duration { return detect - detect/8 }
-
 // answerSilence is quorum.Detector's answer to an asker of the given rank
 // and log, about leader l: whether this node finds l silent too, and
 // whether it will stand itself (its log newer, or as new and it ranks
@@ -194,12 +192,12 @@ func (q *proc) answerSilence(l, rank int, logTerm, logIdx uint64) (agrees, defer
 	} else if q.leaderID != l {
 		s = 0
 	}
-	if s < agreeAt(rt.Detect) {
+	if s < quorum.AgreeAt(rt.Detect) {
 		return false, false
 	}
 	now := int64(q.n.local())
 	mine := q.rankOf(q.n.id, l)
-	newer := compareLog(q.n.lastTerm(), q.n.lastIndex(), logTerm, logIdx)
+	newer := quorum.CompareLog(q.n.lastTerm(), q.n.lastIndex(), logTerm, logIdx)
 	follower := q.role == follower
 	switch {
 	case mine < 0:
@@ -213,11 +211,4 @@ func (q *proc) answerSilence(l, rank int, logTerm, logIdx uint64) (agrees, defer
 		defers = true
 	}
 	return true, defers
-}
-
-func compareLog(termA, idxA, termB, idxB uint64) int {
-	if c := cmp.Compare(termA, termB); c != 0 {
-		return c
-	}
-	return cmp.Compare(idxA, idxB)
 }
