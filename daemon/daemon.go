@@ -18,6 +18,7 @@ import (
 	"github.com/fenced/fenced/daemon/alerts"
 	"github.com/fenced/fenced/daemon/api"
 	"github.com/fenced/fenced/daemon/config"
+	"github.com/fenced/fenced/daemon/driver"
 	"github.com/fenced/fenced/daemon/health"
 	"github.com/fenced/fenced/daemon/tenure"
 	"github.com/fenced/fenced/daemon/unfence"
@@ -43,14 +44,6 @@ type Resource interface {
 	// Monitor returns an error when the resource is unhealthy; the primary
 	// then releases it cleanly so another node takes over without fencing.
 	Monitor(ctx context.Context) error
-}
-
-// Fencer fences a node for a takeover: powers it off through its topology,
-// confirms by read-back and commits the record. It returns nil only on a
-// confirmed fence. The daemon has one, the stonith engine over the
-// configured topology; admin fences go through the same one.
-type Fencer interface {
-	Fence(ctx context.Context, target, reason string, epoch uint64) error
 }
 
 // Options are the parts of a Daemon that tests and the demo inject.
@@ -100,16 +93,13 @@ type Daemon struct {
 	apiLn    net.Listener
 	api      *http.Server
 
-	// The tenure: the control loop owns the machine and publishes view.
-	machine   *tenure.Machine
-	view      atomic.Pointer[tenureView]
-	events    chan tenure.Event
-	writes    chan func()
-	loopDone  chan struct{}
-	grantedAt tenure.Time // loop goroutine only
-	tctx      context.Context
-	tcancel   context.CancelFunc
-	nudge     chan struct{} // wakes the loop (eligibility changed)
+	// The tenure: the control loop owns the driver (drv, loop goroutine
+	// only), runs what is sent on calls and publishes view.
+	drv      *driver.Driver
+	view     atomic.Pointer[tenureView]
+	calls    chan func()
+	loopDone chan struct{}
+	nudge    chan struct{} // wakes the loop (eligibility changed)
 
 	wdMu sync.Mutex
 	wd   *watchdog.Device // armed while this node may hold the storage
@@ -125,7 +115,6 @@ type Daemon struct {
 	started  quorum.Mono
 
 	engine     *stonith.Engine
-	fencer     *engineFencer
 	metrics    *metrics
 	metricsLn  net.Listener
 	metricsSrv *http.Server
@@ -145,7 +134,7 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	d := &Daemon{cfg: cfg, self: cfg.Node, log: log.With("node", cfg.Node), opts: opts, started: quorum.Now(), stallAfter: stallFromEnv(),
-		events: make(chan tenure.Event, 16), writes: make(chan func(), 64), loopDone: make(chan struct{}),
+		calls: make(chan func(), 64), loopDone: make(chan struct{}),
 		nudge: make(chan struct{}, 1), ineligible: map[string]string{}}
 	d.hardCtx, d.hardCancel = context.WithCancel(context.Background())
 	base := *cfg
@@ -183,7 +172,6 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 	}
 	d.engine = stonith.NewEngine(reg, d.log.With("component", "stonith"))
 	d.engine.DefaultTimeout = cfg.Timing.FenceTimeout.D()
-	d.fencer = &engineFencer{d: d, engine: d.engine}
 	d.metrics = newMetrics(d)
 	d.health, d.unfence = newDeviceMonitor(d), newUnfencer(d)
 	self, _ := cfg.NodeByName(cfg.Node)
@@ -282,8 +270,6 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 	})
 	stopLoop := make(chan struct{})
-	writesDone := make(chan struct{})
-	d.group.Go(func() { d.writeLoop(writesDone) })
 	d.probeResources()
 	d.group.Go(func() { d.controlLoop(d.hardCtx, stopLoop) })
 	d.group.Go(func() { d.metaLoop(d.loopDone) })
@@ -310,7 +296,6 @@ func (d *Daemon) Run(ctx context.Context) error {
 	case <-d.hardCtx.Done():
 		// Close: a hard stop; it shuts everything down itself.
 		<-d.loopDone
-		close(writesDone)
 		d.group.Stop()
 		return nil
 	}
@@ -321,7 +306,6 @@ func (d *Daemon) Run(ctx context.Context) error {
 	// and ends.
 	close(stopLoop)
 	<-d.loopDone
-	close(writesDone)
 	if d.raft.IsLeader() {
 		if err := d.raft.TransferLeadership(); err != nil {
 			d.log.Warn("leadership transfer", "err", err)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -40,104 +39,6 @@ func topology(cfg *config.Config, node string) stonith.Topology {
 		topo = append(topo, lvl)
 	}
 	return topo
-}
-
-// engineFencer fences through the stonith engine and commits every request,
-// its progress and its result to the replicated history.
-type engineFencer struct {
-	d      *Daemon
-	engine *stonith.Engine
-}
-
-// Fence implements Fencer for takeovers.
-func (f *engineFencer) Fence(ctx context.Context, target, reason string, epoch uint64) error {
-	rec := f.run(ctx, stonith.Request{Target: target, Action: stonith.ActionOff, Reason: reason,
-		RequestedBy: f.d.self + " (takeover)", Epoch: epoch})
-	if rec.Outcome != stonith.OutcomeSuccess {
-		return fmt.Errorf("fence %s: %s: %s", target, rec.Outcome, rec.Error)
-	}
-	return nil
-}
-
-// run executes req on this node, which must lead a majority: the request is
-// committed first (so a fence is never run unrecorded), progress is
-// committed as it happens, and the result last.
-func (f *engineFencer) run(ctx context.Context, req stonith.Request) stonith.Record {
-	d := f.d
-	req.Executor = d.self
-	req.Topology = topology(d.config(), req.Target)
-	if req.Epoch == 0 {
-		req.Epoch = d.raft.FSM().State().Epoch
-	}
-	started := time.Now()
-	kind := stonith.KindFence
-	if req.Action == stonith.ActionOn {
-		kind = stonith.KindUnfence
-	}
-	pending := stonith.Record{Kind: kind, Target: req.Target, Action: req.Action, Reason: req.Reason,
-		RequestedBy: req.RequestedBy, Executor: d.self, Epoch: req.Epoch, Started: started, Outcome: stonith.OutcomePending}
-	res, err := d.raft.Apply(quorum.Command{Op: quorum.OpRecord, Record: &pending}, d.commitTimeout())
-	if err != nil {
-		pending.Outcome, pending.Error, pending.Finished = stonith.OutcomeFailed, "not run: could not record the request: "+err.Error(), time.Now()
-		return pending
-	}
-	req.ID = res.(uint64)
-	if req.Action == stonith.ActionOn {
-		req.Levels = lastFenceLevels(d.raft.FSM().State().History, req.Target)
-	}
-	req.OnProgress = func(r stonith.Record) {
-		if _, err := d.raft.Apply(quorum.Command{Op: quorum.OpRecord, Record: &r}, d.commitTimeout()); err != nil {
-			d.log.Warn("commit fence progress", "fence_id", r.ID, "err", err)
-		}
-	}
-	d.metrics.fenceStarted()
-	d.alertFenceStarted(req)
-	rec := f.engine.Fence(ctx, req)
-	d.metrics.fenceDone(rec)
-	// The result must be committed before anyone acts on it; retry while
-	// this node still leads.
-	for i := 0; ; i++ {
-		_, err := d.raft.Apply(quorum.Command{Op: quorum.OpRecord, Record: &rec}, d.commitTimeout())
-		if err == nil {
-			break
-		}
-		if !d.raft.IsLeader() || i >= 5 {
-			d.log.Error("fence result not committed", "fence_id", rec.ID, "outcome", rec.Outcome, "err", err)
-			if rec.Outcome == stonith.OutcomeSuccess {
-				rec.Outcome = stonith.OutcomeUnknown
-				rec.Error = "confirmed off, but the result could not be recorded: " + err.Error()
-			}
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	d.alertFenceDone(rec)
-	return rec
-}
-
-// lastFenceLevels returns the levels whose devices cut node in its newest
-// successful fence: every level with a successful off, not only the one
-// that completed (a level that failed may still have switched some of its
-// devices off, e.g. one PDU feed of two), and every level with an off of
-// unknown outcome (one that was still running when another level
-// confirmed the fence may have cut the node too). nil means all levels.
-func lastFenceLevels(history []stonith.Record, node string) []int {
-	for i := len(history) - 1; i >= 0; i-- {
-		r := history[i]
-		if r.Target != node || r.Kind != stonith.KindFence || r.Outcome != stonith.OutcomeSuccess {
-			continue
-		}
-		var levels []int
-		for _, a := range r.Attempts {
-			cut := a.Result == stonith.ResultSuccess || a.Result == stonith.ResultUnknown
-			if cut && a.Action != stonith.ActionOn && !slices.Contains(levels, a.Level) {
-				levels = append(levels, a.Level)
-			}
-		}
-		slices.Sort(levels)
-		return levels
-	}
-	return nil
 }
 
 // Forwarded admin methods.
@@ -221,7 +122,7 @@ func (d *Daemon) adminLocal(ctx context.Context, method string, req AdminRequest
 		if len(topology(d.config(), req.Node)) == 0 {
 			return nil, &userError{fmt.Errorf("node %s has no fence devices configured", req.Node)}
 		}
-		rec := d.fencer.run(ctx, stonith.Request{Target: req.Node, Action: action, Reason: req.Reason, RequestedBy: req.RequestedBy})
+		rec := d.runFence(ctx, stonith.Request{Target: req.Node, Action: action, Reason: req.Reason, RequestedBy: req.RequestedBy})
 		return json.Marshal(rec)
 	case fwdConfirm:
 		for _, m := range d.members.Members() {

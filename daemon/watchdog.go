@@ -3,7 +3,6 @@ package daemon
 import (
 	"time"
 
-	"github.com/fenced/fenced/daemon/tenure"
 	"github.com/fenced/fenced/daemon/watchdog"
 )
 
@@ -93,11 +92,4 @@ func (d *Daemon) abandonWatchdog() bool {
 	}
 	dev.Abandon()
 	return true
-}
-
-// watchdogAfter handles the watchdog across a phase change of the tenure.
-func (d *Daemon) watchdogAfter(before, after tenure.Phase) {
-	if before == tenure.Releasing && (after == tenure.Secondary || after == tenure.Stopped) {
-		d.disarmWatchdog()
-	}
 }

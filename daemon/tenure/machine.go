@@ -280,7 +280,8 @@ type Action interface{ action() }
 // Actions.
 type (
 	// Acquire commits a grant of the next epoch to this node → AcquireDone.
-	Acquire struct{}
+	// The grant is the first renewal of its lease, begun at T0.
+	Acquire struct{ T0 Time }
 	// Confirm commits a barrier created after T0 → ConfirmDone.
 	Confirm struct {
 		Epoch uint64
@@ -818,7 +819,7 @@ func (m *Machine) idle(in Input) []Action {
 	}
 	m.phase = Acquiring
 	m.t0 = in.Now
-	return []Action{Acquire{}}
+	return []Action{Acquire{T0: in.Now}}
 }
 
 // pending lists the nodes other than this one that may still run the

@@ -1,9 +1,11 @@
 package sim
 
 import (
+	"context"
 	"slices"
 	"time"
 
+	"github.com/fenced/fenced/daemon/driver"
 	"github.com/fenced/fenced/daemon/tenure"
 	"github.com/fenced/fenced/quorum"
 	"github.com/fenced/fenced/stonith"
@@ -95,7 +97,7 @@ func (w *World) inject(i int, f Fault) {
 	case Shutdown:
 		if p := n.proc; p != nil && !n.paused {
 			n.afterExit = f.Dur
-			p.post(tenure.ShutdownAsked{})
+			p.drv.Shutdown()
 		}
 	case Device:
 		for lvl := range levels {
@@ -133,7 +135,7 @@ func (w *World) inject(i int, f Fault) {
 		if to == q.n.name {
 			return // the API refuses: it already is the primary-elect
 		}
-		q.post(tenure.HandoverAsked{To: to})
+		q.drv.HandOff(to)
 	case Confirm:
 		if n.on {
 			return // the admin confirms only a node that is really down
@@ -147,7 +149,8 @@ func (w *World) inject(i int, f Fault) {
 		if q == nil || q.n == n {
 			return // the API refuses: the leader hands over first, and the admin retries
 		}
-		q.fence(&simCtx{}, n.name, "fenced by the admin", q.n.fsm.View().Epoch, func(error) {})
+		q.drv.Fence(driver.NewScope(context.Background()), stonith.Request{Target: n.name, Action: stonith.ActionOff,
+			Reason: "fenced by the admin", RequestedBy: "admin"}, func(stonith.Record) {})
 	}
 }
 

@@ -1,4 +1,4 @@
-package daemon
+package driver
 
 import (
 	"slices"
@@ -25,13 +25,13 @@ func TestLastFenceLevels(t *testing.T) {
 			{Level: 1, Device: "bmc", Action: "off", Result: "unknown"},
 		}},
 	}
-	if got := lastFenceLevels(h, "a"); !slices.Equal(got, []int{1, 2}) {
+	if got := LastFenceLevels(h, "a"); !slices.Equal(got, []int{1, 2}) {
 		t.Errorf("levels %v, want [1 2]", got)
 	}
-	if got := lastFenceLevels(h, "d"); !slices.Equal(got, []int{1, 2}) {
+	if got := LastFenceLevels(h, "d"); !slices.Equal(got, []int{1, 2}) {
 		t.Errorf("levels run side by side: %v, want [1 2]", got)
 	}
-	if got := lastFenceLevels(h, "c"); got != nil {
+	if got := LastFenceLevels(h, "c"); got != nil {
 		t.Errorf("never fenced: %v", got)
 	}
 }

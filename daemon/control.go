@@ -1,0 +1,460 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fenced/fenced/daemon/driver"
+	"github.com/fenced/fenced/daemon/tenure"
+	"github.com/fenced/fenced/quorum"
+	"github.com/fenced/fenced/stonith"
+)
+
+// The control loop runs this node's tenure driver (package driver, which
+// runs the tenure machine). One goroutine owns the driver; the driver's
+// interfaces are implemented here over raft, gossip, the fencing engine and
+// the resource group: each blocking call runs on a goroutine of the
+// daemon's group and hands its result back to the loop (do).
+
+// tenureView is the machine's state as other goroutines may read it.
+type tenureView struct {
+	phase       tenure.Phase
+	role        string
+	epoch       uint64
+	actingUntil tenure.Time
+	storage     string
+	blocked     string
+}
+
+// now reads the lease clock.
+func (d *Daemon) now() tenure.Time { return tenure.Time(quorum.Now()) }
+
+func (d *Daemon) machineConfig() tenure.Config {
+	cfg := d.config()
+	fenceable, watchdog := map[string]bool{}, map[string]bool{}
+	for _, n := range cfg.Nodes {
+		fenceable[n.Name] = len(topology(cfg, n.Name)) > 0
+		watchdog[n.Name] = len(n.Fence) > 0 && n.Fence[len(n.Fence)-1].Watchdog
+	}
+	self, _ := cfg.NodeByName(d.self)
+	return tenure.Config{
+		Self:            d.self,
+		Timing:          cfg.Timing.Tenure(),
+		Storage:         d.opts.Resource != nil,
+		MonitorInterval: cfg.Storage.MonitorInterval.D(),
+		Witness:         self != nil && self.Witness(),
+		Fenceable:       fenceable,
+		TokenStorage:    cfg.Storage.ChecksTokens,
+		WatchdogLevel:   watchdog,
+	}
+}
+
+func (d *Daemon) driverConfig() driver.Config {
+	var nodes []string
+	for _, n := range d.cfg.Nodes {
+		nodes = append(nodes, n.Name)
+	}
+	return driver.Config{Machine: d.machineConfig(), Nodes: nodes, Majority: d.cfg.Majority(), Logger: d.log}
+}
+
+// do runs f on the control loop; it reports false (and drops f) once the
+// loop ended.
+func (d *Daemon) do(f func()) bool {
+	select {
+	case d.calls <- f:
+		return true
+	case <-d.loopDone:
+		return false
+	}
+}
+
+// async runs work on a goroutine of the daemon's group and the callback it
+// returns on the control loop.
+func (d *Daemon) async(work func() func()) {
+	d.group.Go(func() {
+		if cb := work(); cb != nil {
+			d.do(cb)
+		}
+	})
+}
+
+// SetIneligible records (reason != "") or clears (reason == "") why this
+// node may not take primacy, for one source (e.g. "unfence", "probe"). The
+// control loop reads it at its next step; an ineligible leader hands
+// leadership on.
+func (d *Daemon) SetIneligible(source, reason string) {
+	d.ineligibleMu.Lock()
+	if reason == "" {
+		delete(d.ineligible, source)
+	} else {
+		d.ineligible[source] = reason
+	}
+	d.ineligibleMu.Unlock()
+	select {
+	case d.nudge <- struct{}{}:
+	default:
+	}
+}
+
+// Ineligible says why this node may not take primacy ("" = it may).
+func (d *Daemon) Ineligible() string {
+	d.ineligibleMu.Lock()
+	defer d.ineligibleMu.Unlock()
+	var why []string
+	for _, k := range slices.Sorted(maps.Keys(d.ineligible)) {
+		why = append(why, k+": "+d.ineligible[k])
+	}
+	return strings.Join(why, "; ")
+}
+
+// reconfigureTenure hands the tenure machine the configuration as it now
+// stands (after a live reload; the timing never changes live).
+func (d *Daemon) reconfigureTenure() {
+	cfg := d.machineConfig()
+	d.do(func() { d.drv.Reconfigure(cfg) })
+}
+
+// handOff asks this node to hand primacy over gracefully: release the
+// storage (committed), then transfer raft leadership to `to` ("" = any).
+func (d *Daemon) handOff(to string) { d.do(func() { d.drv.HandOff(to) }) }
+
+// controlLoop runs the driver until the machine is done (after a graceful
+// stop) or ctx ends (hard stop). stop asks for the graceful stop.
+func (d *Daemon) controlLoop(ctx context.Context, stop <-chan struct{}) {
+	defer close(d.loopDone)
+	d.drv = driver.New(d.driverConfig(), driver.Env{Log: raftLog{d}, Peers: gossipPeers{d}, Clock: bootClock{d}, Effects: effects{d},
+		Observer: &observer{d: d}, Ineligible: d.Ineligible, Context: d.hardCtx})
+	t := d.cfg.Timing.Tenure()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	// The machine's deadlines are on the lease clock (CLOCK_BOOTTIME); a
+	// boot-time timer keeps them even across a suspend. Without one (no
+	// timerfd), the loop polls while a tenure runs instead.
+	var deadline <-chan struct{}
+	boot, err := quorum.NewBootTimer()
+	if err != nil {
+		d.log.Warn("no boot-time timer: polling the lease clock", "every", t.PollInterval(), "err", err)
+	} else {
+		defer boot.Close()
+		deadline = boot.C()
+	}
+	m := d.drv.Machine()
+	for {
+		changed := d.raft.FSM().Changed() // before reading the state: no missed change
+		now := d.now()
+		d.drv.Step()
+		if d.drv.Done() {
+			return
+		}
+		// Wake for the machine's next deadline; an idle loop still beats
+		// for the service watchdog.
+		wait := d.idleInterval()
+		switch w := d.drv.Wake(now); {
+		case d.drv.Pending():
+			wait = 0 // the next event
+		case boot != nil && w == tenure.Never && boot.Stop() == nil:
+			// nothing due: the idle timer beats
+		case boot != nil && w != tenure.Never && boot.Reset(quorum.Mono(w)) == nil:
+			// The deadline wakes the loop (and so beats) first when it
+			// falls within the idle interval; the idle timer is then
+			// only its backstop.
+			if dl := max(w.Sub(now), 0); dl < wait {
+				wait += dl
+			}
+		default:
+			// No boot-time timer: Go's timers stand still in a
+			// suspend, the lease clock does not, so poll it while a
+			// tenure runs.
+			if m.Phase() != tenure.Secondary {
+				wait = min(wait, t.PollInterval())
+			}
+			if w != tenure.Never {
+				wait = min(wait, max(w.Sub(d.now()), 0))
+			}
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-stop:
+			stop = nil
+			d.drv.Shutdown()
+		case f := <-d.calls:
+			f()
+		case <-d.nudge:
+		case <-changed:
+		case <-d.raft.LeaderCh():
+		case <-timer.C:
+		case <-deadline:
+		}
+		d.beat()
+	}
+}
+
+// idleInterval is how often an idle loop beats: every heartbeat, and often
+// enough for the service watchdog.
+func (d *Daemon) idleInterval() time.Duration {
+	i := d.cfg.Timing.Heartbeat.D()
+	if w := d.opts.WatchdogInterval; w > 0 && w/4 < i {
+		i = w / 4
+	}
+	return i
+}
+
+// observer makes the machine's state visible to the API, gossip, logs,
+// alerts and metrics.
+type observer struct {
+	d         *Daemon
+	grantedAt tenure.Time
+}
+
+func (o *observer) Stepped(before tenure.Phase, _ tenure.Event, _ []tenure.Action, m *tenure.Machine) {
+	d := o.d
+	v := &tenureView{phase: m.Phase(), role: m.Role(), epoch: m.Epoch(), actingUntil: m.ActingUntil(),
+		storage: m.Storage(), blocked: m.BlockedReason()}
+	old := d.view.Swap(v)
+	if after := v.phase; after != before {
+		d.alertPhase(before, after, v)
+		log := d.log.With("epoch", m.Epoch())
+		if before == tenure.Acquiring && after != tenure.Secondary {
+			o.grantedAt = d.now()
+		}
+		switch {
+		case after == tenure.Serving:
+			log.Info("primary: acting", "since_grant", d.now().Sub(o.grantedAt).Round(time.Millisecond))
+		case after == tenure.Blocked:
+			log.Error("takeover BLOCKED", "reason", v.blocked)
+			d.metrics.takeoverBlocked()
+		case (after == tenure.Demoting || after == tenure.Releasing) && before <= tenure.Serving:
+			log.Warn("demoting", "reason", m.Demotion().String())
+		}
+	}
+	if old == nil || old.role != v.role || old.epoch != v.epoch || old.storage != v.storage {
+		d.SetMetaNow()
+	}
+}
+
+func (o *observer) FenceStarted(req stonith.Request) {
+	o.d.metrics.fenceStarted()
+	o.d.alertFenceStarted(req)
+}
+
+func (o *observer) FenceDone(rec stonith.Record) {
+	o.d.metrics.fenceDone(rec)
+	o.d.alertFenceDone(rec)
+}
+
+// raftLog is the driver's Log: raft and the replicated state.
+type raftLog struct{ d *Daemon }
+
+func (l raftLog) IsLeader() bool            { return l.d.raft.IsLeader() }
+func (l raftLog) View() quorum.View         { return l.d.raft.FSM().View() }
+func (l raftLog) History() []stonith.Record { return l.d.raft.FSM().State().History }
+func (l raftLog) SinceContact(leader string) (time.Duration, bool) {
+	return l.d.raft.SinceContact(leader)
+}
+
+func (l raftLog) Apply(c quorum.Command, done func(any, error)) {
+	l.d.async(func() func() {
+		res, err := l.d.raft.Apply(c, l.d.commitTimeout())
+		return func() { done(res, err) }
+	})
+}
+
+func (l raftLog) Acquire(c quorum.Command, _ tenure.Time, done func(any, error)) { l.Apply(c, done) }
+
+func (l raftLog) Confirm(_ uint64, _ tenure.Time, done func(error)) {
+	l.d.async(func() func() {
+		err := l.d.raft.Confirm(l.d.cfg.Timing.Lease.D())
+		return func() { done(err) }
+	})
+}
+
+func (l raftLog) Transfer(to string, done func(error)) {
+	l.d.async(func() func() {
+		err := l.d.transfer(to)
+		return func() { done(err) }
+	})
+}
+
+// gossipPeers is the driver's Peers: requests over gossip.
+type gossipPeers struct{ d *Daemon }
+
+func (p gossipPeers) Forward(c quorum.Command, done func(error)) {
+	d := p.d
+	d.async(func() func() {
+		ctx, cancel := context.WithTimeout(d.hardCtx, d.cfg.Timing.Lease.D())
+		defer cancel()
+		err := d.forwardCommand(ctx, c)
+		return func() { done(err) }
+	})
+}
+
+func (p gossipPeers) Contact(ctx context.Context, node, leader string, done func(time.Duration, bool, bool)) {
+	d := p.d
+	body, _ := json.Marshal(contactReq{Leader: leader})
+	d.async(func() func() {
+		out, err := d.members.Call(ctx, node, fwdContact, body)
+		var resp contactResp
+		if err != nil || json.Unmarshal(out, &resp) != nil {
+			return func() { done(0, false, false) }
+		}
+		return func() { done(time.Duration(resp.ElapsedNs), resp.Known, true) }
+	})
+}
+
+// bootClock is the driver's Clock: the lease clock, and Go's timers for
+// the short waits the driver makes (retries, a query's deadline).
+type bootClock struct{ d *Daemon }
+
+func (c bootClock) Now() tenure.Time { return c.d.now() }
+func (c bootClock) Wall() time.Time  { return time.Now() }
+func (c bootClock) After(dur time.Duration, f func()) func() {
+	t := time.AfterFunc(dur, func() { c.d.do(f) })
+	return func() { t.Stop() }
+}
+
+// effects is the driver's Effects: the fencing engine, the resource group,
+// the watchdog, the self-fence.
+type effects struct{ d *Daemon }
+
+func (e effects) Fence(s *driver.Scope, req stonith.Request, done func(stonith.Record)) {
+	d := e.d
+	req.Topology = topology(d.config(), req.Target)
+	req.OnProgress = func(r stonith.Record) {
+		if _, err := d.raft.Apply(quorum.Command{Op: quorum.OpRecord, Record: &r}, d.commitTimeout()); err != nil {
+			d.log.Warn("commit fence progress", "fence_id", r.ID, "err", err)
+		}
+	}
+	ctx := s.Context()
+	d.async(func() func() {
+		rec := d.engine.Fence(ctx, req)
+		return func() { done(rec) }
+	})
+}
+
+func (e effects) Start(s *driver.Scope, epoch uint64, previous string, done func(error)) {
+	d := e.d
+	if d.opts.Resource == nil {
+		done(nil)
+		return
+	}
+	ctx := s.Context()
+	d.async(func() func() {
+		err := d.opts.Resource.Start(ctx, epoch, previous)
+		return func() { done(err) }
+	})
+}
+
+func (e effects) Monitor(s *driver.Scope, done func(error)) {
+	d := e.d
+	if d.opts.Resource == nil {
+		done(nil)
+		return
+	}
+	ctx := s.Context()
+	d.async(func() func() {
+		mctx, cancel := context.WithTimeout(ctx, d.cfg.Storage.MonitorInterval.D())
+		err := d.opts.Resource.Monitor(mctx)
+		cancel()
+		if ctx.Err() != nil {
+			return nil // the tenure ended; the result no longer matters
+		}
+		return func() { done(err) }
+	})
+}
+
+func (e effects) Stop(deadline tenure.Time, done func(error)) {
+	d := e.d
+	if d.opts.Resource == nil {
+		done(nil)
+		return
+	}
+	grace := max(deadline.Sub(d.now()), 0)
+	d.async(func() func() {
+		ctx, cancel := context.WithTimeout(context.Background(), grace)
+		err := d.opts.Resource.Stop(ctx)
+		cancel()
+		return func() { done(err) }
+	})
+}
+
+func (e effects) ArmWatchdog() time.Duration { return e.d.armWatchdog() }
+func (e effects) DisarmWatchdog()            { e.d.disarmWatchdog() }
+func (e effects) SelfFence(reason string)    { e.d.opts.SelfFence(reason) }
+
+// runFence runs req through the driver (commit, engine, commit) and waits
+// for its record: admin fences from the API.
+func (d *Daemon) runFence(ctx context.Context, req stonith.Request) stonith.Record {
+	ch := make(chan stonith.Record, 1)
+	stopped := stonith.Record{Kind: stonith.KindFence, Target: req.Target, Action: req.Action, Outcome: stonith.OutcomeUnknown,
+		Error: "the daemon is stopping", Started: time.Now(), Finished: time.Now()}
+	if !d.do(func() { d.drv.Fence(driver.NewScope(ctx), req, func(r stonith.Record) { ch <- r }) }) {
+		return stopped
+	}
+	select {
+	case r := <-ch:
+		return r
+	case <-d.loopDone:
+		return stopped
+	}
+}
+
+// successor is the node a leader that may not hold primacy (a witness, a
+// standby or ineligible node) hands leadership to: the first in the
+// detector's rank order that may hold primacy, is alive in gossip, and is
+// not the previous leader gone silent (it is most likely dead: this node
+// was elected because it was silent, and gossip takes seconds to see it).
+// raft's own choice is the most up-to-date voter, which can be exactly
+// that node, and then the transfer only times out. "" if there is none.
+func (d *Daemon) successor() string {
+	cfg := d.config()
+	standby := d.raft.FSM().View().Standby
+	mayNot := mayNotHold(cfg, standby)
+	alive := map[string]bool{}
+	for _, m := range d.members.Members() {
+		alive[m.Name] = m.State == "alive"
+	}
+	prev, since, heard := d.raft.PreviousLeader()
+	silent := heard && since >= cfg.Timing.Tenure().Raft().Detect
+	for _, n := range rankOrder(cfg, standby, d.self) {
+		switch {
+		case mayNot(n):
+			return "" // the rest may not hold primacy either
+		case !alive[n], n == prev && silent:
+			continue
+		}
+		return n
+	}
+	return ""
+}
+
+func (d *Daemon) commitTimeout() time.Duration { return d.cfg.Timing.Lease.D() }
+
+// transfer hands raft leadership to `to` ("" = the successor, see
+// successor; raft's choice when there is none).
+func (d *Daemon) transfer(to string) error {
+	var err error
+	if to == "" {
+		to = d.successor()
+	}
+	if to != "" {
+		n, _ := d.cfg.NodeByName(to)
+		err = d.raft.TransferLeadershipTo(to, n.Raft)
+	} else {
+		err = d.raft.TransferLeadership()
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		target := to
+		if target == "" {
+			target = "any"
+		}
+		d.log.Warn("leadership transfer", "to", target, "err", err)
+	}
+	return err
+}

@@ -1,0 +1,648 @@
+// Package driver runs one node's tenure machine (package tenure) against
+// the world. It feeds the machine the time, raft's leadership, the
+// replicated state and the results of earlier actions, and carries out the
+// actions the machine returns: log writes in the order asked, the
+// lease-bound query, fence-then-commit, the release (forwarded to the
+// leader when this node no longer leads), the storage, the watchdog. It
+// decides nothing of its own; every rule of who may act, and when, lives in
+// the machine.
+//
+// The driver is written once, for the daemon and for the simulator
+// (daemon/tenure/sim), against small interfaces: Log (raft and the
+// replicated state), Peers (the other nodes), Clock, Effects (the fencing
+// engine, the resource group, the watchdog) and Observer (status, alerts,
+// metrics). The daemon's implementations wrap raft, memberlist, the stonith
+// engine and the resource group; the simulator's are virtual. So every
+// configuration path the daemon takes, the simulator takes too.
+//
+// Concurrency: a Driver is not safe for concurrent use. All of its methods,
+// and every callback it hands to its interfaces, run on one loop — the
+// daemon's control goroutine, or a simulated process. An implementation
+// that blocks does its work elsewhere and calls back on that loop; it may
+// also call back before it returns.
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/fenced/fenced/daemon/tenure"
+	"github.com/fenced/fenced/quorum"
+	"github.com/fenced/fenced/stonith"
+)
+
+// Log is the replicated log and its state machine, as this node has
+// applied them. done callbacks run on the driver's loop.
+type Log interface {
+	// IsLeader reports whether this node leads raft now.
+	IsLeader() bool
+	// View is the replicated state the tenure reads.
+	View() quorum.View
+	// History is the fence history, oldest first.
+	History() []stonith.Record
+	// SinceContact is how long ago this node last heard from leader (ok
+	// false: it has no record of it).
+	SinceContact(leader string) (time.Duration, bool)
+	// Apply commits c (this node must lead): done gets the state machine's
+	// answer, or an error when it refused c or c was not committed.
+	Apply(c quorum.Command, done func(res any, err error))
+	// Acquire commits an acquire: the first renewal of the epoch it grants,
+	// begun at t0 on this node's clock. done gets the quorum.Grant.
+	Acquire(c quorum.Command, t0 tenure.Time, done func(res any, err error))
+	// Confirm renews epoch's lease: done(nil) once a majority stored an
+	// entry created after t0, the renewal's start on this node's clock.
+	Confirm(epoch uint64, t0 tenure.Time, done func(err error))
+	// Transfer hands raft leadership to `to` ("" = the implementation's
+	// choice of successor).
+	Transfer(to string, done func(err error))
+}
+
+// Peers are the other configured nodes.
+type Peers interface {
+	// Forward commits c on the leader, wherever it is (a command about this
+	// node that the leader accepts from it: a release, an unfence record).
+	Forward(c quorum.Command, done func(err error))
+	// Contact asks node how long ago it last heard from leader: ok false
+	// when it did not answer (before ctx ended), known false when it has no
+	// record of leader.
+	Contact(ctx context.Context, node, leader string, done func(elapsed time.Duration, known, ok bool))
+}
+
+// Clock is this node's boot-time clock (CLOCK_BOOTTIME) and its wall clock.
+type Clock interface {
+	Now() tenure.Time
+	// Wall is the wall-clock time records carry (informational).
+	Wall() time.Time
+	// After calls f on the driver's loop once d has passed, unless stop is
+	// called first.
+	After(d time.Duration, f func()) (stop func())
+}
+
+// Effects are what the driver does to this machine and its devices.
+type Effects interface {
+	// Fence runs req through the fencing engine (power off or on, read
+	// back); done gets the record of what happened. It commits nothing.
+	Fence(s *Scope, req stonith.Request, done func(stonith.Record))
+	// Start starts the storage (the resource group) with epoch as its
+	// token; previous is the former holder.
+	Start(s *Scope, epoch uint64, previous string, done func(err error))
+	// Monitor checks the storage; a result after s ended is not delivered.
+	Monitor(s *Scope, done func(err error))
+	// Stop stops the storage, giving up at deadline (this node's clock).
+	Stop(deadline tenure.Time, done func(err error))
+	// ArmWatchdog arms the watchdog if one is configured and returns the
+	// timeout to advertise (0: none armed).
+	ArmWatchdog() time.Duration
+	// DisarmWatchdog disarms it once nothing held runs any more.
+	DisarmWatchdog()
+	// SelfFence resets this machine: it may still run the storage and
+	// cannot prove otherwise.
+	SelfFence(reason string)
+}
+
+// Observer is told what the driver did, for status, alerts and metrics.
+type Observer interface {
+	// Stepped follows every step of the machine (before: its phase before
+	// the step; ev: the event it took, if any; acts: what it asked for),
+	// before the step's actions run.
+	Stepped(before tenure.Phase, ev tenure.Event, acts []tenure.Action, m *tenure.Machine)
+	// FenceStarted and FenceDone bracket every fence this node runs.
+	FenceStarted(req stonith.Request)
+	FenceDone(rec stonith.Record)
+}
+
+// Config is what a driver knows of its node and cluster.
+type Config struct {
+	Machine tenure.Config
+	// Nodes are the configured voters, this one included; Majority is how
+	// many of them make a majority.
+	Nodes    []string
+	Majority int
+	Logger   *slog.Logger
+}
+
+// Env is the world a driver runs in.
+type Env struct {
+	Log      Log
+	Peers    Peers
+	Clock    Clock
+	Effects  Effects
+	Observer Observer
+	// Kick asks the loop for a Step soon: an event was posted.
+	Kick func()
+	// Ineligible says why this node may not take primacy now ("" = it
+	// may).
+	Ineligible func() string
+	// Context is the parent of every tenure's Scope (the daemon's hard
+	// stop ends it); nil = context.Background().
+	Context context.Context
+}
+
+// Driver is one node's tenure machine and its driver.
+type Driver struct {
+	cfg   Config
+	env   Env
+	lg    *slog.Logger
+	m     *tenure.Machine
+	base  context.Context
+	scope *Scope
+
+	events  []tenure.Event
+	writes  []func(done func())
+	writing bool
+}
+
+// New returns the driver of a node that holds nothing.
+func New(cfg Config, env Env) *Driver {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if env.Context == nil {
+		env.Context = context.Background()
+	}
+	if env.Ineligible == nil {
+		env.Ineligible = func() string { return "" }
+	}
+	if env.Kick == nil {
+		env.Kick = func() {}
+	}
+	return &Driver{cfg: cfg, env: env, lg: cfg.Logger, m: tenure.New(cfg.Machine), base: env.Context}
+}
+
+// Machine is the tenure machine, for reading (phase, epoch, lease); only
+// the driver steps it.
+func (d *Driver) Machine() *tenure.Machine { return d.m }
+
+// Post queues an event for the machine (one per Step, in order) and kicks
+// the loop.
+func (d *Driver) Post(ev tenure.Event) {
+	if d.m.Done() {
+		return
+	}
+	d.events = append(d.events, ev)
+	d.env.Kick()
+}
+
+// Pending reports queued events: the loop should step again.
+func (d *Driver) Pending() bool { return len(d.events) > 0 }
+
+// Done reports that the machine will do nothing more.
+func (d *Driver) Done() bool { return d.m.Done() }
+
+// Wake is when the machine next needs a step even if nothing happens
+// (tenure.Never: only an event or a change can move it).
+func (d *Driver) Wake(now tenure.Time) tenure.Time { return d.m.Wake(now) }
+
+// HandOff asks for a graceful handover: release, then leadership to `to`
+// ("" = any).
+func (d *Driver) HandOff(to string) { d.Post(tenure.HandoverAsked{To: to}) }
+
+// Reconfigure hands the machine a new configuration (a live reload; the
+// timing never changes live).
+func (d *Driver) Reconfigure(cfg tenure.Config) {
+	d.cfg.Machine = cfg
+	d.Post(tenure.Reconfigured{Config: cfg})
+}
+
+// Shutdown asks for a graceful stop: release, then stop.
+func (d *Driver) Shutdown() { d.Post(tenure.ShutdownAsked{}) }
+
+// viewOf is the replicated state as the machine reads it.
+func viewOf(v quorum.View) tenure.View {
+	return tenure.View{Epoch: v.Epoch, Holder: v.Holder, HolderState: v.HolderState, LeaseOf: v.LeaseOf, Formers: v.Formers,
+		Unconfirmed: v.Unconfirmed, Standby: v.Standby, Watchdogs: v.Watchdogs}
+}
+
+// Step advances the machine by one input (the next queued event, if any)
+// and carries out what it returns.
+func (d *Driver) Step() {
+	if d.m.Done() {
+		return
+	}
+	var ev tenure.Event
+	if len(d.events) > 0 {
+		ev = d.events[0]
+		d.events = d.events[1:]
+	}
+	before := d.m.Phase()
+	acts := d.m.Step(tenure.Input{Now: d.env.Clock.Now(), Leader: d.env.Log.IsLeader(), View: viewOf(d.env.Log.View()),
+		Ineligible: d.env.Ineligible(), Event: ev})
+	if after := d.m.Phase(); before == tenure.Releasing && (after == tenure.Secondary || after == tenure.Stopped) {
+		d.env.Effects.DisarmWatchdog()
+	}
+	d.env.Observer.Stepped(before, ev, acts, d.m)
+	for _, a := range acts {
+		d.act(a)
+	}
+	if len(d.events) > 0 {
+		d.env.Kick()
+	}
+}
+
+// Scope is the in-flight work of one tenure (a fence, a bound query, a
+// start, a monitor): a Cancel action ends it, and its results no longer
+// matter. Cancelled and OnCancel belong to the driver's loop; Context may
+// be handed to any goroutine.
+type Scope struct {
+	ctx       context.Context
+	cancel    context.CancelFunc
+	cancelled bool
+	hooks     []func()
+}
+
+// NewScope returns a scope that ends with parent or at End (admin fences
+// run in one of their own).
+func NewScope(parent context.Context) *Scope {
+	ctx, cancel := context.WithCancel(parent)
+	return &Scope{ctx: ctx, cancel: cancel}
+}
+
+// Context ends when the scope is cancelled.
+func (s *Scope) Context() context.Context { return s.ctx }
+
+// Cancelled reports whether the scope ended.
+func (s *Scope) Cancelled() bool { return s.cancelled }
+
+// OnCancel runs f on the loop when the scope ends (at once if it has).
+func (s *Scope) OnCancel(f func()) {
+	if s.cancelled {
+		f()
+		return
+	}
+	s.hooks = append(s.hooks, f)
+}
+
+// End cancels the scope and runs its OnCancel hooks.
+func (s *Scope) End() {
+	if s.cancelled {
+		return
+	}
+	s.cancelled = true
+	s.cancel()
+	hooks := s.hooks
+	s.hooks = nil
+	for _, f := range hooks {
+		f()
+	}
+}
+
+// tenureScope is the current tenure's scope.
+func (d *Driver) tenureScope() *Scope {
+	if d.scope == nil {
+		d.scope = NewScope(d.base)
+	}
+	return d.scope
+}
+
+// post hands a result to the machine.
+func (d *Driver) post(ev tenure.Event) { d.Post(ev) }
+
+// write queues a log write; writes run one at a time, in the order queued,
+// so they are committed in the order the machine asked for them.
+func (d *Driver) write(f func(done func())) {
+	d.writes = append(d.writes, f)
+	d.runWrites()
+}
+
+func (d *Driver) runWrites() {
+	if d.writing || len(d.writes) == 0 {
+		return
+	}
+	f := d.writes[0]
+	d.writes = d.writes[1:]
+	d.writing = true
+	f(func() {
+		d.writing = false
+		d.runWrites()
+	})
+}
+
+// act carries out one action.
+func (d *Driver) act(a tenure.Action) {
+	t := d.cfg.Machine.Timing
+	self := d.cfg.Machine.Self
+	lg, log, fx := d.lg, d.env.Log, d.env.Effects
+	switch a := a.(type) {
+	case tenure.Acquire:
+		d.write(func(done func()) {
+			log.Acquire(quorum.Command{Op: quorum.OpAcquire, Node: self, Time: d.env.Clock.Wall()}, a.T0, func(res any, err error) {
+				defer done()
+				if err != nil {
+					lg.Warn("acquire epoch", "err", err)
+					d.post(tenure.AcquireDone{Err: err})
+					return
+				}
+				g := res.(quorum.Grant)
+				lg.Info("elected: epoch granted", "epoch", g.Epoch, "previous", g.Previous, "lease_of", g.LeaseOf)
+				d.post(tenure.AcquireDone{Grant: tenure.Grant{Epoch: g.Epoch, Previous: g.Previous, LeaseOf: g.LeaseOf}})
+			})
+		})
+	case tenure.Confirm:
+		d.write(func(done func()) {
+			log.Confirm(a.Epoch, a.T0, func(err error) {
+				// A renewal slower than a heartbeat eats into the lease:
+				// the early sign of a primary about to give it up.
+				if now := d.env.Clock.Now(); err == nil && now.Sub(a.T0) > t.Heartbeat {
+					lg.Warn("lease renewal slow", "epoch", a.Epoch, "took", now.Sub(a.T0).Round(time.Millisecond),
+						"lease_left", max(t.ActingUntil(a.T0).Sub(now), 0).Round(time.Millisecond))
+				}
+				d.post(tenure.ConfirmDone{Epoch: a.Epoch, T0: a.T0, Err: err})
+				done()
+			})
+		})
+	case tenure.AskBound:
+		d.leaseBound(d.tenureScope(), a.Former, func(bound tenure.Time, ok bool) {
+			if ok {
+				lg.Info("lease of the former primary bounded by a majority", "epoch", a.Epoch, "former", a.Former,
+					"wait_left", max(0, t.SuccessorWait(bound).Sub(d.env.Clock.Now())).Round(time.Millisecond))
+			}
+			d.post(tenure.BoundDone{Epoch: a.Epoch, Bound: bound, OK: ok})
+		})
+	case tenure.Record:
+		d.write(func(done func()) {
+			log.Apply(quorum.Command{Op: quorum.OpState, Node: self, Epoch: a.Epoch, State: a.State, Reason: a.Reason}, func(_ any, err error) {
+				if err != nil {
+					lg.Warn("commit holder state", "state", a.State, "err", err)
+				}
+				done()
+			})
+		})
+	case tenure.Fence:
+		s := d.tenureScope()
+		failed := map[string]string{}
+		var next func(i int)
+		next = func(i int) {
+			if i == len(a.Targets) {
+				d.post(tenure.FenceDone{Epoch: a.Epoch, Failed: failed})
+				return
+			}
+			n := a.Targets[i]
+			d.Fence(s, stonith.Request{Target: n, Action: stonith.ActionOff, Reason: a.Reason,
+				RequestedBy: self + " (takeover)", Epoch: a.Epoch}, func(rec stonith.Record) {
+				if rec.Outcome != stonith.OutcomeSuccess {
+					failed[n] = fmt.Sprintf("fence %s: %s: %s", n, rec.Outcome, rec.Error)
+				}
+				next(i + 1)
+			})
+		}
+		next(0)
+	case tenure.MountIntent:
+		d.write(func(done func()) {
+			// Armed first: the advertisement must be true from the moment
+			// the storage may start.
+			wd := fx.ArmWatchdog()
+			log.Apply(quorum.Command{Op: quorum.OpState, Node: self, Epoch: a.Epoch, State: quorum.HolderMounting, Watchdog: wd}, func(_ any, err error) {
+				d.post(tenure.MountIntentDone{Epoch: a.Epoch, Err: err})
+				done()
+			})
+		})
+	case tenure.Start:
+		fx.Start(d.tenureScope(), a.Epoch, a.Previous, func(err error) { d.post(tenure.StartDone{Epoch: a.Epoch, Err: err}) })
+	case tenure.Expire:
+		d.write(func(done func()) {
+			d.recordExpiry(a, func(err error) {
+				d.post(tenure.ExpireDone{Epoch: a.Epoch, Err: err})
+				done()
+			})
+		})
+	case tenure.Monitor:
+		fx.Monitor(d.tenureScope(), func(err error) { d.post(tenure.MonitorDone{Epoch: a.Epoch, Err: err}) })
+	case tenure.Stop:
+		fx.Stop(a.Deadline, func(err error) { d.post(tenure.StopDone{Epoch: a.Epoch, Err: err}) })
+	case tenure.Release:
+		d.write(func(done func()) {
+			d.release(a.Epoch, a.Reason, func(err error) {
+				d.post(tenure.ReleaseDone{Epoch: a.Epoch, Err: err})
+				done()
+			})
+		})
+	case tenure.Transfer:
+		log.Transfer(a.To, func(err error) { d.post(tenure.TransferDone{Err: err}) })
+	case tenure.Cancel:
+		if d.scope != nil {
+			s := d.scope
+			d.scope = nil
+			s.End()
+		}
+	case tenure.SelfFence:
+		lg.Error("storage did not stop within the grace period: self-fencing", "epoch", d.m.Epoch(), "reason", a.Reason)
+		fx.SelfFence(a.Reason)
+	default:
+		lg.Error("tenure: unknown action", "action", fmt.Sprintf("%T", a))
+	}
+}
+
+// release commits that this node stopped the storage it held at epoch; a
+// successor then takes over without fencing. Committed here while this
+// node leads, else forwarded to the leader. If it cannot be committed, the
+// successor fences this node, which is also safe.
+func (d *Driver) release(epoch uint64, reason string, done func(error)) {
+	c := quorum.Command{Op: quorum.OpRelease, Node: d.cfg.Machine.Self, Epoch: epoch, Reason: reason, Time: d.env.Clock.Wall()}
+	forward := func() {
+		d.env.Peers.Forward(c, func(err error) {
+			if err != nil {
+				d.lg.Warn("release not recorded; the next primary will fence this node", "epoch", epoch, "err", err)
+			}
+			done(err)
+		})
+	}
+	if !d.env.Log.IsLeader() {
+		forward()
+		return
+	}
+	d.env.Log.Apply(c, func(_ any, err error) {
+		switch {
+		case err == nil:
+			done(nil)
+		case d.env.Log.IsLeader():
+			d.lg.Warn("release not committed yet", "epoch", epoch, "err", err)
+			done(err)
+		default:
+			forward()
+		}
+	})
+}
+
+// recordExpiry commits, for each target, that it is confirmed stopped
+// without a fence: its lease certainly ended and the storage checks tokens,
+// or its advertised watchdog has reset it.
+func (d *Driver) recordExpiry(a tenure.Expire, done func(error)) {
+	targets := slices.Sorted(maps.Keys(a.Targets))
+	var errs []error
+	var next func(i int)
+	next = func(i int) {
+		if i == len(targets) {
+			done(errors.Join(errs...))
+			return
+		}
+		n := targets[i]
+		kind, reason := stonith.KindExpiry, "taken over by lease expiry (storage checks tokens)"
+		if a.Targets[n] == tenure.ExpiryWatchdog {
+			kind, reason = stonith.KindWatchdog, "confirmed by watchdog timeout"
+		}
+		now := d.env.Clock.Wall()
+		rec := stonith.Record{Kind: kind, Target: n, Reason: reason, RequestedBy: d.cfg.Machine.Self + " (takeover)", Executor: d.cfg.Machine.Self,
+			Epoch: a.Epoch, Started: now, Finished: now, Outcome: stonith.OutcomeSuccess}
+		d.env.Log.Apply(quorum.Command{Op: quorum.OpRecord, Record: &rec}, func(_ any, err error) {
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", n, err))
+			} else {
+				d.lg.Warn("former holder confirmed stopped without a fence", "epoch", a.Epoch, "target", n, "how", reason)
+			}
+			next(i + 1)
+		})
+	}
+	next(0)
+}
+
+// leaseBound finds a point on this node's clock after which former
+// certainly renewed its lease no more, from a majority of the configured
+// nodes' last contact with it (see tenure.BoundOf for why it is safe); ok
+// is false if not enough of them answered within lease/2. This node's own
+// record counts as one answer; once a majority answered, it waits a moment
+// for the rest (any majority gives a valid bound, more allow a tighter
+// one).
+func (d *Driver) leaseBound(s *Scope, former string, done func(tenure.Time, bool)) {
+	clock := d.env.Clock
+	ctx, cancel := context.WithCancel(s.Context())
+	now := clock.Now()
+	own := now
+	if e, ok := d.env.Log.SinceContact(former); ok {
+		own = now.Add(-e)
+	}
+	got := []tenure.Time{own}
+	pending := len(d.cfg.Nodes) - 1
+	finished, grace := false, false
+	var stops []func()
+	finish := func() {
+		if finished {
+			return
+		}
+		finished = true
+		cancel()
+		for _, stop := range stops {
+			stop()
+		}
+		done(tenure.BoundOf(got, d.cfg.Majority))
+	}
+	stops = append(stops, clock.After(d.cfg.Machine.Timing.Lease/2, finish))
+	s.OnCancel(finish)
+	for _, n := range d.cfg.Nodes {
+		if n == d.cfg.Machine.Self {
+			continue
+		}
+		d.env.Peers.Contact(ctx, n, former, func(elapsed time.Duration, known, ok bool) {
+			if finished {
+				return
+			}
+			pending--
+			if ok && elapsed >= 0 {
+				at := clock.Now()
+				if known {
+					at = at.Add(-elapsed)
+				}
+				got = append(got, at)
+			}
+			switch {
+			case pending == 0:
+				finish()
+			case len(got) >= d.cfg.Majority && !grace:
+				grace = true
+				stops = append(stops, clock.After(50*time.Millisecond, finish))
+			}
+		})
+	}
+	if pending == 0 {
+		finish()
+	}
+}
+
+// Fence runs a fence request on this node, which must lead a majority: the
+// request is committed first (a fence never runs unrecorded), then the
+// engine runs it, then the result is committed, retried while this node
+// still leads. done gets the record; its outcome is success only when the
+// engine confirmed the action by read-back and the result was committed.
+// Admin fences (fencectl fence, unfence) come through here too.
+func (d *Driver) Fence(s *Scope, req stonith.Request, done func(stonith.Record)) {
+	log := d.env.Log
+	req.Executor = d.cfg.Machine.Self
+	if req.Epoch == 0 {
+		req.Epoch = log.View().Epoch
+	}
+	kind := stonith.KindFence
+	if req.Action == stonith.ActionOn {
+		kind = stonith.KindUnfence
+	}
+	pending := stonith.Record{Kind: kind, Target: req.Target, Action: req.Action, Reason: req.Reason,
+		RequestedBy: req.RequestedBy, Executor: req.Executor, Epoch: req.Epoch, Started: d.env.Clock.Wall(), Outcome: stonith.OutcomePending}
+	log.Apply(quorum.Command{Op: quorum.OpRecord, Record: &pending}, func(res any, err error) {
+		if err != nil {
+			pending.Outcome, pending.Error, pending.Finished = stonith.OutcomeFailed, "not run: could not record the request: "+err.Error(), d.env.Clock.Wall()
+			done(pending)
+			return
+		}
+		req.ID = res.(uint64)
+		if req.Action == stonith.ActionOn {
+			req.Levels = LastFenceLevels(log.History(), req.Target)
+		}
+		d.env.Observer.FenceStarted(req)
+		d.env.Effects.Fence(s, req, func(rec stonith.Record) {
+			d.commitResult(rec, 0, func(rec stonith.Record) {
+				d.env.Observer.FenceDone(rec)
+				done(rec)
+			})
+		})
+	})
+}
+
+// commitResult commits a fence's result: it must be committed before anyone
+// acts on it; retried while this node still leads.
+func (d *Driver) commitResult(rec stonith.Record, try int, done func(stonith.Record)) {
+	r := rec
+	d.env.Log.Apply(quorum.Command{Op: quorum.OpRecord, Record: &r}, func(_ any, err error) {
+		if err == nil {
+			done(rec)
+			return
+		}
+		if d.env.Log.IsLeader() && try < 5 {
+			d.env.Clock.After(100*time.Millisecond, func() { d.commitResult(rec, try+1, done) })
+			return
+		}
+		d.lg.Error("fence result not committed", "fence_id", rec.ID, "outcome", rec.Outcome, "err", err)
+		if rec.Outcome == stonith.OutcomeSuccess {
+			rec.Outcome = stonith.OutcomeUnknown
+			rec.Error = "confirmed off, but the result could not be recorded: " + err.Error()
+		}
+		done(rec)
+	})
+}
+
+// LastFenceLevels returns the levels whose devices cut node in its newest
+// successful fence: every level with a successful off, not only the one
+// that completed (a level that failed may still have switched some of its
+// devices off, e.g. one PDU feed of two), and every level with an off of
+// unknown outcome (one that was still running when another level
+// confirmed the fence may have cut the node too). nil means all levels.
+func LastFenceLevels(history []stonith.Record, node string) []int {
+	for i := len(history) - 1; i >= 0; i-- {
+		r := history[i]
+		if r.Target != node || r.Kind != stonith.KindFence || r.Outcome != stonith.OutcomeSuccess {
+			continue
+		}
+		var levels []int
+		for _, a := range r.Attempts {
+			cut := a.Result == stonith.ResultSuccess || a.Result == stonith.ResultUnknown
+			if cut && a.Action != stonith.ActionOn && !slices.Contains(levels, a.Level) {
+				levels = append(levels, a.Level)
+			}
+		}
+		slices.Sort(levels)
+		return levels
+	}
+	return nil
+}

@@ -1,0 +1,177 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fenced/fenced/daemon/driver"
+	"github.com/fenced/fenced/daemon/tenure"
+	"github.com/fenced/fenced/stonith"
+)
+
+// simEffects is the driver's Effects: the node's fence devices (through an
+// engine that tries the target's levels in order and reads each off back),
+// its storage, its watchdog and its reset.
+type simEffects struct{ p *proc }
+
+func (e simEffects) Fence(s *driver.Scope, req stonith.Request, done func(stonith.Record)) {
+	p, w := e.p, e.p.w
+	started := w.wall()
+	p.engine(s, w.node(req.Target), func(outcome, msg string) {
+		done(stonith.Record{ID: req.ID, Kind: stonith.KindFence, Target: req.Target, Action: req.Action, Reason: req.Reason,
+			RequestedBy: req.RequestedBy, Executor: req.Executor, Epoch: req.Epoch, Started: started, Finished: w.wall(),
+			Outcome: outcome, Error: msg})
+	})
+}
+
+func (e simEffects) Start(s *driver.Scope, epoch uint64, previous string, done func(error)) {
+	e.p.storageStart(s, epoch, done)
+}
+func (e simEffects) Monitor(s *driver.Scope, done func(error))   { e.p.storageMonitor(s, done) }
+func (e simEffects) Stop(deadline tenure.Time, done func(error)) { e.p.storageStop(deadline, done) }
+func (e simEffects) ArmWatchdog() time.Duration                  { return 0 }
+func (e simEffects) DisarmWatchdog()                             {}
+func (e simEffects) SelfFence(reason string) {
+	e.p.w.tracef("%s SELF-FENCE: %s", e.p.n.name, reason)
+	e.p.n.selfFence()
+}
+
+// engine tries the target's fence levels in order; the first level whose
+// device is read back off wins.
+func (p *proc) engine(s *driver.Scope, tn *Node, cb func(outcome, msg string)) {
+	var try func(level int, unknown bool, msgs []string)
+	try = func(level int, unknown bool, msgs []string) {
+		if level == levels || s.Cancelled() {
+			if s.Cancelled() {
+				msgs = append(msgs, "cancelled")
+				unknown = true
+			}
+			outcome := stonith.OutcomeFailed
+			if unknown {
+				outcome = stonith.OutcomeUnknown
+			}
+			cb(outcome, fmt.Sprint(msgs))
+			return
+		}
+		p.deviceTry(s, tn, level, func(result, msg string) {
+			if result == stonith.ResultSuccess {
+				cb(stonith.OutcomeSuccess, "")
+				return
+			}
+			try(level+1, unknown || result == stonith.ResultUnknown, append(msgs, msg))
+		})
+	}
+	try(0, false, nil)
+}
+
+// deviceTry is one try of one device: the off, then the engine's own
+// status read-back, within FenceTimeout.
+func (p *proc) deviceTry(s *driver.Scope, tn *Node, level int, cb func(result, msg string)) {
+	w, n, inc := p.w, p.n, p.inc
+	mode := tn.dev[level]
+	timeout := w.timing.FenceTimeout
+	finished := false
+	finish := func(result, msg string) {
+		if finished {
+			return
+		}
+		finished = true
+		n.exec(inc, func() { cb(result, msg) })
+	}
+	p.timer(timeout, func() { finish(stonith.ResultUnknown, "timeout") })
+	s.OnCancel(func() { finish(stonith.ResultUnknown, "cancelled") })
+	act := uniform(n.rng, 20*time.Millisecond, 300*time.Millisecond)
+	readBack := uniform(n.rng, 5*time.Millisecond, 50*time.Millisecond)
+	w.tracef("%s fences %s at level %d (device %s)", n.name, tn.name, level+1, devNames[mode])
+	switch mode {
+	case devFail:
+		w.after(act, func() { finish(stonith.ResultFailed, "device refused") })
+	case devHang:
+	case devOK, devSlow, devLie:
+		if mode == devSlow {
+			act = timeout/2 + uniform(n.rng, 0, timeout*4/10)
+		}
+		w.after(act, func() {
+			if mode != devLie {
+				tn.fencedOff(n.name)
+			}
+			if w.opt.Mutation == MutNoReadBack {
+				finish(stonith.ResultSuccess, "") // broken on purpose: the ack is trusted
+				return
+			}
+			w.after(readBack, func() {
+				if tn.on {
+					finish(stonith.ResultFailed, "device acknowledged off but reads back on")
+					return
+				}
+				finish(stonith.ResultSuccess, "")
+			})
+		})
+	}
+}
+
+// The storage: Start, Stop and Monitor as the daemon's Resource runs them.
+
+func (p *proc) storageStart(s *driver.Scope, epoch uint64, cb func(error)) {
+	w, n, inc := p.w, p.n, p.inc
+	w.chk.storageStart(n, epoch)
+	n.running, n.runEpoch = true, epoch
+	done := func(err error) { n.exec(inc, func() { cb(err) }) }
+	d := uniform(n.rng, 5*time.Millisecond, 150*time.Millisecond)
+	switch n.stStart {
+	case opOK:
+		w.after(d, func() { done(nil) })
+	case opFail:
+		w.after(d, func() { done(errors.New("start hook: exit status 1")) })
+	case opHang:
+		s.OnCancel(func() { w.after(time.Millisecond, func() { done(context.Canceled) }) })
+		n.hungStart = func() { done(errors.New("start hook killed by the admin")) }
+	case opStuck:
+		n.hungStart = func() { done(errors.New("start hook killed by the admin")) }
+	}
+}
+
+func (p *proc) storageStop(deadline tenure.Time, cb func(error)) {
+	w, n, inc := p.w, p.n, p.inc
+	grace := max(deadline.Sub(n.local()), 0)
+	d := uniform(n.rng, 5*time.Millisecond, 100*time.Millisecond)
+	switch n.stStop {
+	case opOK:
+		if d < grace {
+			w.after(d, func() {
+				n.exec(inc, func() {
+					n.running = false
+					cb(nil)
+				})
+			})
+			return
+		}
+		fallthrough
+	case opHang:
+		p.timer(grace, func() { cb(context.DeadlineExceeded) })
+	case opFail:
+		w.after(d, func() {
+			n.exec(inc, func() { cb(errors.New("umount: target is busy")) })
+		})
+	case opStuck:
+	}
+}
+
+func (p *proc) storageMonitor(s *driver.Scope, cb func(error)) {
+	w, n := p.w, p.n
+	post := func(err error) {
+		if !s.Cancelled() {
+			cb(err)
+		}
+	}
+	switch n.stMon {
+	case opOK:
+		p.timer(uniform(n.rng, time.Millisecond, 20*time.Millisecond), func() { post(nil) })
+	case opFail:
+		p.timer(uniform(n.rng, time.Millisecond, 20*time.Millisecond), func() { post(errors.New("monitor hook: exit status 7")) })
+	default:
+		p.timer(profiles[w.sc.Profile].monitor, func() { post(context.DeadlineExceeded) })
+	}
+}
