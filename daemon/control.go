@@ -59,7 +59,9 @@ func (d *Daemon) driverConfig() driver.Config {
 	for _, n := range d.cfg.Nodes {
 		nodes = append(nodes, n.Name)
 	}
-	return driver.Config{Machine: d.machineConfig(), Nodes: nodes, Majority: d.cfg.Majority(), Logger: d.log}
+	_, probe := d.opts.Resource.(prober)
+	return driver.Config{Machine: d.machineConfig(), Nodes: nodes, Majority: d.cfg.Majority(), Logger: d.log,
+		Probe: probe, Unfence: unfencePlan(d.unfence)}
 }
 
 // do runs f on the control loop; it reports false (and drops f) once the
@@ -144,6 +146,7 @@ func (d *Daemon) controlLoop(ctx context.Context, stop <-chan struct{}) {
 		deadline = boot.C()
 	}
 	m := d.drv.Machine()
+	d.drv.Start()
 	for {
 		changed := d.raft.FSM().Changed() // before reading the state: no missed change
 		now := d.now()
@@ -249,10 +252,13 @@ func (o *observer) FenceDone(rec stonith.Record) {
 	o.d.alertFenceDone(rec)
 }
 
+func (o *observer) Ineligible(source, reason string) { o.d.SetIneligible(source, reason) }
+
 // raftLog is the driver's Log: raft and the replicated state.
 type raftLog struct{ d *Daemon }
 
 func (l raftLog) IsLeader() bool            { return l.d.raft.IsLeader() }
+func (l raftLog) Leader() string            { return l.d.raft.Leader() }
 func (l raftLog) View() quorum.View         { return l.d.raft.FSM().View() }
 func (l raftLog) History() []stonith.Record { return l.d.raft.FSM().State().History }
 func (l raftLog) SinceContact(leader string) (time.Duration, bool) {
@@ -381,6 +387,29 @@ func (e effects) Stop(deadline tenure.Time, done func(error)) {
 		err := d.opts.Resource.Stop(ctx)
 		cancel()
 		return func() { done(err) }
+	})
+}
+
+func (e effects) Probe(s *driver.Scope, done func(error)) {
+	d := e.d
+	p, ok := d.opts.Resource.(prober)
+	if !ok {
+		done(nil)
+		return
+	}
+	ctx := s.Context()
+	d.async(func() func() {
+		err := p.Probe(ctx)
+		return func() { done(err) }
+	})
+}
+
+func (e effects) Unfence(s *driver.Scope, done func(stonith.Record, bool)) {
+	d := e.d
+	ctx := s.Context()
+	d.async(func() func() {
+		rec, ok := d.unfence.Attempt(ctx)
+		return func() { done(rec, ok) }
 	})
 }
 

@@ -241,7 +241,6 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.detector = det
-	d.markProbe()
 	d.api = d.newAPIServer()
 	if d.metricsLn != nil {
 		// The port is reachable from the network: cap its connections as
@@ -270,12 +269,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 	})
 	stopLoop := make(chan struct{})
-	d.probeResources()
 	d.group.Go(func() { d.controlLoop(d.hardCtx, stopLoop) })
 	d.group.Go(func() { d.metaLoop(d.loopDone) })
 	d.group.Go(func() { d.health.Run(d.hardCtx) })
 	d.group.Go(func() { d.warmLoop(d.loopDone) })
-	d.group.Go(func() { d.unfence.Run(d.hardCtx) })
 	d.group.Go(func() { d.alerts.Run(d.hardCtx) })
 	d.group.Go(func() { d.configLoop(d.loopDone) })
 	if d.metricsSrv != nil {

@@ -49,41 +49,6 @@ type prober interface {
 	Probe(ctx context.Context) error
 }
 
-const probeSource = "resources"
-
-// markProbe makes the node ineligible until its resources are probed
-// (called from New, so that the first step of the tenure sees it).
-func (d *Daemon) markProbe() {
-	if _, ok := d.opts.Resource.(prober); ok {
-		d.SetIneligible(probeSource, "probing for resources left running here")
-	}
-}
-
-// probeResources probes until nothing of the group runs here, retrying
-// with backoff; until then the node stays ineligible for primacy (a
-// floating address or a mount left on a rebooted node must not run twice).
-func (d *Daemon) probeResources() {
-	p, ok := d.opts.Resource.(prober)
-	if !ok {
-		return
-	}
-	d.group.Go(func() {
-		backoff := time.Second
-		for d.hardCtx.Err() == nil {
-			err := p.Probe(d.hardCtx)
-			if err == nil {
-				d.SetIneligible(probeSource, "")
-				d.log.Info("resources probed: none runs here")
-				return
-			}
-			d.SetIneligible(probeSource, err.Error())
-			d.log.Warn("resources left running here could not be stopped: not eligible for primacy", "err", err, "retry_in", backoff)
-			sleepCtx(d.hardCtx, backoff)
-			backoff = min(backoff*2, 30*time.Second)
-		}
-	})
-}
-
 // newResourceGroup builds the configured resource group (resources, or the
 // storage shorthand), or nil when none is configured.
 func newResourceGroup(cfg *config.Config, d *Daemon) (Resource, error) {

@@ -41,6 +41,9 @@ import (
 type Log interface {
 	// IsLeader reports whether this node leads raft now.
 	IsLeader() bool
+	// Leader is the node that leads raft as far as this one knows ("" =
+	// none).
+	Leader() string
 	// View is the replicated state the tenure reads.
 	View() quorum.View
 	// History is the fence history, oldest first.
@@ -103,6 +106,14 @@ type Effects interface {
 	// SelfFence resets this machine: it may still run the storage and
 	// cannot prove otherwise.
 	SelfFence(reason string)
+	// Probe checks, on a node that does not hold the storage, that nothing
+	// of the resource group runs here, and stops what does; an error means
+	// something may still run.
+	Probe(s *Scope, done func(err error))
+	// Unfence runs "on" through the devices this node unfences itself at
+	// start (UnfencePlan); ok reports it was confirmed. A record with no
+	// Kind means nothing ran.
+	Unfence(s *Scope, done func(rec stonith.Record, ok bool))
 }
 
 // Observer is told what the driver did, for status, alerts and metrics.
@@ -114,6 +125,10 @@ type Observer interface {
 	// FenceStarted and FenceDone bracket every fence this node runs.
 	FenceStarted(req stonith.Request)
 	FenceDone(rec stonith.Record)
+	// Ineligible records (reason != "") or clears why this node may not
+	// take primacy, for one of the driver's sources (SourceProbe,
+	// SourceUnfence); Env.Ineligible reports them back.
+	Ineligible(source, reason string)
 }
 
 // Config is what a driver knows of its node and cluster.
@@ -123,7 +138,11 @@ type Config struct {
 	// many of them make a majority.
 	Nodes    []string
 	Majority int
-	Logger   *slog.Logger
+	// Probe: a resource group runs here, to probe at start.
+	Probe bool
+	// Unfence is what this node unfences at start (nil: nothing).
+	Unfence *UnfencePlan
+	Logger  *slog.Logger
 }
 
 // Env is the world a driver runs in.
@@ -151,6 +170,8 @@ type Driver struct {
 	m     *tenure.Machine
 	base  context.Context
 	scope *Scope
+	// lifeScope is the start-up work's (see life).
+	lifeScope *Scope
 
 	events  []tenure.Event
 	writes  []func(done func())

@@ -5,10 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/fenced/fenced/agents"
 	"github.com/fenced/fenced/stonith"
@@ -43,152 +40,52 @@ func topo() stonith.Topology {
 	}
 }
 
-// harness records what the unfencer does.
+// harness records what the unfencer runs.
 type harness struct {
-	mu         sync.Mutex
-	ineligible []string // every reason set, "" for a clear
-	reqs       []stonith.Request
-	commits    []stonith.Record
-	joined     atomic.Bool
-	fail       atomic.Int32 // tries left that fail
+	reqs []stonith.Request
+	fail int // tries left that fail
 }
 
 func (h *harness) opts(modes map[string]string) Options {
 	return Options{
 		Self: "node1", Topology: topo(), Modes: modes, Registry: registry(),
 		Fence: func(_ context.Context, req stonith.Request) stonith.Record {
-			h.mu.Lock()
 			h.reqs = append(h.reqs, req)
-			h.mu.Unlock()
 			rec := stonith.Record{Kind: stonith.KindUnfence, Target: req.Target, Action: req.Action, Executor: req.Executor, Outcome: stonith.OutcomeSuccess}
-			if h.fail.Add(-1) >= 0 {
+			if h.fail > 0 {
+				h.fail--
 				rec.Outcome, rec.Error = stonith.OutcomeFailed, "level 2: device scsi: try 1: failed: reservation conflict"
 			}
 			return rec
 		},
-		SetIneligible: func(source, reason string) {
-			if source != Source {
-				panic(source)
-			}
-			h.mu.Lock()
-			h.ineligible = append(h.ineligible, reason)
-			h.mu.Unlock()
-		},
-		Joined: h.joined.Load,
-		Epoch:  func() uint64 { return 7 },
-		Commit: func(_ context.Context, rec stonith.Record) error {
-			h.mu.Lock()
-			h.commits = append(h.commits, rec)
-			h.mu.Unlock()
-			return nil
-		},
-		MinBackoff: 10 * time.Millisecond, MaxBackoff: 40 * time.Millisecond, JoinPoll: 5 * time.Millisecond,
-	}
-}
-
-func (h *harness) last() string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if len(h.ineligible) == 0 {
-		return "<never set>"
-	}
-	return h.ineligible[len(h.ineligible)-1]
-}
-
-func (h *harness) requests() []stonith.Request {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]stonith.Request(nil), h.reqs...)
-}
-
-func run(t *testing.T, u *Unfencer) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { u.Run(ctx); close(done) }()
-	return func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			t.Fatal("Run did not return after cancel")
-		}
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(2 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
+		Epoch: func() uint64 { return 7 },
 	}
 }
 
 // The SCSI device (its agent declares on_target, automatic) is unfenced
-// by the node for itself, only after it knows a leader; until then, and
-// from New on, the node is ineligible.
-func TestUnfenceAtStart(t *testing.T) {
+// by the node for itself: "on" through that device alone, at its level.
+func TestAttempt(t *testing.T) {
 	h := &harness{}
 	u := New(h.opts(nil))
-	if got := h.last(); !strings.Contains(got, "waiting for a cluster leader") || !strings.Contains(got, "scsi") {
-		t.Fatalf("after New: ineligible %q", got)
+	if d := u.Devices(); len(d) != 1 || d[0] != "scsi" || u.Err() != nil {
+		t.Fatalf("devices %v, err %v", d, u.Err())
 	}
-	if d := u.Devices(); len(d) != 1 || d[0] != "scsi" {
-		t.Fatalf("devices %v", d)
+	rec, ok := u.Attempt(context.Background())
+	if !ok || rec.Outcome != stonith.OutcomeSuccess || rec.Kind != stonith.KindUnfence {
+		t.Fatalf("attempt: %v %+v", ok, rec)
 	}
-	stop := run(t, u)
-	defer stop()
-	time.Sleep(50 * time.Millisecond)
-	if n := len(h.requests()); n != 0 {
-		t.Fatalf("%d unfences before a leader was known", n)
+	if len(h.reqs) != 1 {
+		t.Fatalf("%d requests", len(h.reqs))
 	}
-	h.joined.Store(true)
-	waitFor(t, "eligible", func() bool { return h.last() == "" })
-	reqs := h.requests()
-	if len(reqs) != 1 {
-		t.Fatalf("%d requests", len(reqs))
-	}
-	r := reqs[0]
+	r := h.reqs[0]
 	if r.Target != "node1" || r.Action != stonith.ActionOn || r.Executor != "node1" || r.Epoch != 7 ||
 		len(r.Levels) != 1 || r.Levels[0] != 2 || len(r.Topology) != 2 || len(r.Topology[0].Devices) != 0 ||
 		len(r.Topology[1].Devices) != 1 || r.Topology[1].Devices[0].Device != "scsi" || r.Topology[1].Devices[0].Plug != "node1" {
 		t.Fatalf("request %+v", r)
 	}
-	waitFor(t, "the record", func() bool { h.mu.Lock(); defer h.mu.Unlock(); return len(h.commits) == 1 })
-	if c := h.commits[0]; c.Outcome != stonith.OutcomeSuccess || c.Kind != stonith.KindUnfence {
-		t.Fatalf("committed %+v", c)
-	}
-}
-
-// A failing unfence keeps the node ineligible with the error, retries with
-// backoff, and the node becomes eligible once it succeeds. Only the first
-// failure and the success are recorded.
-func TestUnfenceRetries(t *testing.T) {
-	h := &harness{}
-	h.joined.Store(true)
-	h.fail.Store(4)
-	u := New(h.opts(nil))
-	stop := run(t, u)
-	defer stop()
-	waitFor(t, "a failure", func() bool { return strings.Contains(h.last(), "reservation conflict") })
-	if got := h.last(); !strings.Contains(got, "unfencing this node failed (try 1, next in 10ms)") {
-		t.Errorf("reason %q", got)
-	}
-	waitFor(t, "eligible", func() bool { return h.last() == "" })
-	if n := len(h.requests()); n != 5 {
-		t.Errorf("%d tries, want 5", n)
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if len(h.commits) != 2 || h.commits[0].Outcome != stonith.OutcomeFailed || h.commits[1].Outcome != stonith.OutcomeSuccess {
-		t.Errorf("committed %+v", h.commits)
-	}
-	var sawBackoff bool
-	for _, r := range h.ineligible {
-		sawBackoff = sawBackoff || strings.Contains(r, "next in 40ms")
-	}
-	if !sawBackoff {
-		t.Errorf("backoff never reached its cap: %q", h.ineligible)
+	h.fail = 1
+	if rec, ok := u.Attempt(context.Background()); ok || !strings.Contains(rec.Error, "reservation conflict") {
+		t.Fatalf("a failing device: %v %+v", ok, rec)
 	}
 }
 
@@ -200,39 +97,27 @@ func TestModes(t *testing.T) {
 	if d := u.Devices(); len(d) != 1 || d[0] != "pdu" {
 		t.Fatalf("devices %v", d)
 	}
-	h2 := &harness{}
-	u = New(h2.opts(map[string]string{"scsi": ModeNever}))
-	if d := u.Devices(); len(d) != 0 || len(h2.ineligible) != 0 {
-		t.Fatalf("nothing to unfence: devices %v, ineligible %q", d, h2.ineligible)
-	}
-	// Nothing to do: Run returns at once and the node stays eligible.
-	done := make(chan struct{})
-	go func() { u.Run(context.Background()); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(time.Second):
-		t.Fatal("Run with nothing to unfence did not return")
+	u = New(h.opts(map[string]string{"scsi": ModeNever}))
+	if d := u.Devices(); len(d) != 0 || u.Err() != nil {
+		t.Fatalf("nothing to unfence: devices %v, err %v", d, u.Err())
 	}
 }
 
-// An agent that cannot be built keeps the node ineligible: it cannot tell
-// whether that device must be unfenced.
-func TestUnknownKeepsIneligible(t *testing.T) {
+// An agent that cannot be built: the devices cannot be told, and no
+// attempt runs anything until they can.
+func TestUnknownDevices(t *testing.T) {
 	h := &harness{}
 	o := h.opts(nil)
 	o.Topology = append(o.Topology, stonith.Level{Devices: []stonith.Target{{Device: "mpath", Agent: "broken"}}})
 	u := New(o)
-	if got := h.last(); !strings.Contains(got, "cannot tell which devices to unfence: device mpath: program not found") {
-		t.Fatalf("ineligible %q", got)
+	if err := u.Err(); err == nil || !strings.Contains(err.Error(), "device mpath: program not found") {
+		t.Fatalf("err %v", err)
 	}
-	h.joined.Store(true)
-	stop := run(t, u)
-	waitFor(t, "a retry", func() bool { h.mu.Lock(); defer h.mu.Unlock(); return len(h.ineligible) >= 3 })
-	stop()
-	if n := len(h.requests()); n != 0 {
-		t.Errorf("%d unfences run without knowing the devices", n)
+	rec, ok := u.Attempt(context.Background())
+	if ok || rec.Kind != "" || !strings.Contains(rec.Error, "cannot tell which devices to unfence: device mpath: program not found") {
+		t.Fatalf("attempt: %v %+v", ok, rec)
 	}
-	if got := h.last(); got == "" {
-		t.Error("became eligible")
+	if len(h.reqs) != 0 {
+		t.Errorf("%d unfences run without knowing the devices", len(h.reqs))
 	}
 }

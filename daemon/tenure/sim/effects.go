@@ -33,6 +33,40 @@ func (e simEffects) Monitor(s *driver.Scope, done func(error))   { e.p.storageMo
 func (e simEffects) Stop(deadline tenure.Time, done func(error)) { e.p.storageStop(deadline, done) }
 func (e simEffects) ArmWatchdog() time.Duration                  { return 0 }
 func (e simEffects) DisarmWatchdog()                             {}
+
+// Probe is the resource group's probe: what a crashed daemon left running
+// here is stopped, as a stop would (and can fail, or hang, as one would).
+func (e simEffects) Probe(_ *driver.Scope, done func(error)) {
+	p, w, n, inc := e.p, e.p.w, e.p.n, e.p.inc
+	w.after(uniform(n.rng, time.Millisecond, 20*time.Millisecond), func() {
+		n.exec(inc, func() {
+			if !n.running {
+				done(nil)
+				return
+			}
+			w.tracef("%s probe: the storage runs here: stopping it (%s)", n.name, opNames[n.stStop])
+			switch n.stStop {
+			case opOK:
+				n.running = false
+				done(nil)
+			case opFail, opHang:
+				p.timer(uniform(n.rng, 5*time.Millisecond, 100*time.Millisecond), func() {
+					done(fmt.Errorf("%w: resource storage runs here and could not be stopped", errIneligible))
+				})
+			case opStuck:
+			}
+		})
+	})
+}
+
+var errIneligible = errors.New("node ineligible")
+
+// Unfence is this node's "on" through its own devices (nothing to do in
+// the base modes: no device needs it).
+func (e simEffects) Unfence(_ *driver.Scope, done func(stonith.Record, bool)) {
+	done(stonith.Record{Outcome: stonith.OutcomeSuccess}, true)
+}
+
 func (e simEffects) SelfFence(reason string) {
 	e.p.w.tracef("%s SELF-FENCE: %s", e.p.n.name, reason)
 	e.p.n.selfFence()

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/fenced/fenced/daemon/driver"
@@ -61,6 +64,7 @@ type proc struct {
 	kicked  bool
 	loopTok int
 	exiting bool
+	inel    map[string]string // why this node may not take primacy, by source
 }
 
 func newProc(n *Node, inc int) *proc {
@@ -75,15 +79,17 @@ func (p *proc) start() {
 		fenceable[o.name] = true
 		nodes = append(nodes, o.name)
 	}
-	cfg := driver.Config{Nodes: nodes, Majority: w.majority, Machine: tenure.Config{
+	cfg := driver.Config{Nodes: nodes, Majority: w.majority, Probe: w.sc.Storage, Machine: tenure.Config{
 		Self: p.n.name, Timing: w.timing, Storage: w.sc.Storage,
 		MonitorInterval: profiles[w.sc.Profile].monitor, Fenceable: fenceable,
 	}}
+	p.inel = map[string]string{}
 	p.drv = driver.New(cfg, driver.Env{Log: simLog{p}, Peers: simPeers{p}, Clock: simClock{p}, Effects: simEffects{p},
-		Observer: simObserver{p}, Kick: p.loopKick})
+		Observer: simObserver{p}, Kick: p.loopKick, Ineligible: p.ineligible})
 	p.m = p.drv.Machine()
 	p.startRaft()
 	p.startDetector()
+	p.drv.Start()
 	p.loopKick()
 }
 
@@ -236,7 +242,13 @@ func (p *proc) forward(c quorum.Command, cb func(error)) {
 // simLog is the driver's Log: the simulated raft and this node's FSM.
 type simLog struct{ p *proc }
 
-func (l simLog) IsLeader() bool            { return l.p.role == leader }
+func (l simLog) IsLeader() bool { return l.p.role == leader }
+func (l simLog) Leader() string {
+	if l.p.leaderID < 0 {
+		return ""
+	}
+	return nodeName(l.p.leaderID)
+}
 func (l simLog) View() quorum.View         { return l.p.n.fsm.View() }
 func (l simLog) History() []stonith.Record { return l.p.n.fsm.State().History }
 
@@ -356,6 +368,26 @@ func (o simObserver) Stepped(before tenure.Phase, ev tenure.Event, acts []tenure
 	for _, a := range acts {
 		w.tracef("%s action %T%+v", n.name, a, a)
 	}
+}
+
+func (o simObserver) Ineligible(source, reason string) {
+	p := o.p
+	if reason == "" {
+		delete(p.inel, source)
+	} else {
+		p.inel[source] = reason
+	}
+	p.w.tracef("%s ineligible %s: %q", p.n.name, source, reason)
+	p.loopKick()
+}
+
+// ineligible is the daemon's Ineligible: every source's reason.
+func (p *proc) ineligible() string {
+	var why []string
+	for _, k := range slices.Sorted(maps.Keys(p.inel)) {
+		why = append(why, k+": "+p.inel[k])
+	}
+	return strings.Join(why, "; ")
 }
 
 func (o simObserver) FenceStarted(stonith.Request) {}
