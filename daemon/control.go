@@ -434,33 +434,20 @@ func (d *Daemon) runFence(ctx context.Context, req stonith.Request) stonith.Reco
 	}
 }
 
-// successor is the node a leader that may not hold primacy (a witness, a
-// standby or ineligible node) hands leadership to: the first in the
-// detector's rank order that may hold primacy, is alive in gossip, and is
-// not the previous leader gone silent (it is most likely dead: this node
-// was elected because it was silent, and gossip takes seconds to see it).
-// raft's own choice is the most up-to-date voter, which can be exactly
-// that node, and then the transfer only times out. "" if there is none.
+// successor is the node a leader that may not hold primacy hands
+// leadership to (quorum.Successor), "" if none.
 func (d *Daemon) successor() string {
 	cfg := d.config()
 	standby := d.raft.FSM().View().Standby
-	mayNot := mayNotHold(cfg, standby)
 	alive := map[string]bool{}
 	for _, m := range d.members.Members() {
 		alive[m.Name] = m.State == "alive"
 	}
-	prev, since, heard := d.raft.PreviousLeader()
-	silent := heard && since >= cfg.Timing.Tenure().Raft().Detect
-	for _, n := range rankOrder(cfg, standby, d.self) {
-		switch {
-		case mayNot(n):
-			return "" // the rest may not hold primacy either
-		case !alive[n], n == prev && silent:
-			continue
-		}
-		return n
+	silent := ""
+	if prev, since, heard := d.raft.PreviousLeader(); heard && since >= cfg.Timing.Tenure().Raft().Detect {
+		silent = prev
 	}
-	return ""
+	return quorum.Successor(rankOrder(cfg, standby, d.self), mayNotHold(cfg, standby), func(n string) bool { return alive[n] }, silent)
 }
 
 func (d *Daemon) commitTimeout() time.Duration { return d.cfg.Timing.Lease.D() }

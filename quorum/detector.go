@@ -477,3 +477,24 @@ func RankOrder(voters []string, leader string, ineligible func(string) bool) []s
 	}
 	return append(may, mayNot...)
 }
+
+// Successor is the node a leader that may not hold primacy (a witness, a
+// standby or ineligible node) hands leadership to: the first of order
+// (RankOrder's, with this node as the leader) that may hold primacy
+// (mayNot false), is alive, and is not silent (the previous leader gone
+// silent: it is most likely dead, this node having been elected because it
+// was silent, and gossip takes seconds to see that). raft's own choice is
+// the most up-to-date voter, which can be exactly that node, and then the
+// transfer only times out. "" if there is none (raft's choice then).
+func Successor(order []string, mayNot, alive func(string) bool, silent string) string {
+	for _, n := range order {
+		switch {
+		case mayNot(n):
+			return "" // the rest may not hold primacy either
+		case !alive(n), n == silent:
+			continue
+		}
+		return n
+	}
+	return ""
+}

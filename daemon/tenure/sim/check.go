@@ -19,6 +19,7 @@ const (
 	InvStartEpoch     = "storage starts only at the current epoch"
 	InvStartConfirmed = "storage starts only once every earlier holder is confirmed stopped"
 	InvTwoStorage     = "the storage never runs on two nodes at once"
+	InvTwoResource    = "no resource of the group runs on two nodes at once"
 	InvEpoch          = "the epoch only rises"
 	InvRaft           = "the simulated raft keeps its guarantees"
 	InvLiveness       = "liveness"
@@ -167,7 +168,10 @@ func (c *checker) process(i uint64, e entry) {
 		}
 	case quorum.OpRecord:
 		r := cmd.Record
-		if r != nil && r.Outcome == stonith.OutcomeSuccess && (r.Kind == stonith.KindFence && r.Action != stonith.ActionOn || r.Kind == stonith.KindConfirm) {
+		// What the machines count as confirmed stopped; whether it was
+		// true is the physical checks' to say (overlap).
+		if r != nil && r.Outcome == stonith.OutcomeSuccess && (r.Kind == stonith.KindFence && r.Action != stonith.ActionOn ||
+			r.Kind == stonith.KindConfirm || r.Kind == stonith.KindExpiry || r.Kind == stonith.KindWatchdog) {
 			if t := c.w.node(r.Target); t != nil {
 				c.cleared[t.id] = true
 			}
@@ -218,15 +222,39 @@ func (c *checker) storageStart(n *Node, e uint64) {
 	case why.msg != "":
 		c.failf(InvStartConfirmed, "%s starts the storage at epoch %d: %s", n.name, e, why.msg)
 	}
-	for _, o := range c.w.nodes {
-		if o != n && o.running {
-			c.failf(InvTwoStorage, "%s starts the storage (epoch %d) while it runs on %s (epoch %d)", n.name, e, o.name, o.runEpoch)
-		}
-	}
+	c.overlap(n, fmt.Sprintf("starts the storage (epoch %d)", e), false)
 	if e < c.lastStartEpoch || e == c.lastStartEpoch && c.lastStartNode != n.id {
 		c.failf(InvEpoch, "%s starts the storage at epoch %d after %s started it at epoch %d", n.name, e, nodeName(c.lastStartNode), c.lastStartEpoch)
 	}
 	c.lastStartEpoch, c.lastStartNode = e, n.id
+}
+
+// storageBack: node n's access to the storage was restored (it unfenced
+// itself) while what it started may still run.
+func (c *checker) storageBack(n *Node) {
+	if n.running {
+		c.overlap(n, fmt.Sprintf("unfenced itself while the storage it started at epoch %d still runs there", n.runEpoch), true)
+	}
+}
+
+// overlap checks that what runs on n (about to: starting is true for a
+// start) runs nowhere else: a resource that checks no tokens (the group's
+// address) on no other node that runs the group; the storage on no other
+// node that can still write it (not cut from it by a storage-level fence),
+// unless it checks tokens — then a stale writer's writes are refused.
+func (c *checker) overlap(n *Node, what string, diskOnly bool) {
+	sc := c.w.sc
+	for _, o := range c.w.nodes {
+		if o == n || !o.running {
+			continue
+		}
+		switch {
+		case sc.VIP && !diskOnly:
+			c.failf(InvTwoResource, "%s %s while the group's address runs on %s (epoch %d)", n.name, what, o.name, o.runEpoch)
+		case !sc.Tokens && !n.cut && !o.cut:
+			c.failf(InvTwoStorage, "%s %s while it runs on %s (epoch %d)", n.name, what, o.name, o.runEpoch)
+		}
+	}
 }
 
 // maxTrue is the longest true time a node's clock can take to count d.
@@ -237,14 +265,20 @@ func maxTrue(d time.Duration) int64 { return (int64(d)*1e6+(1e6-Drift)-1)/(1e6-D
 // stored, under an epoch granted to it; and notes liveness.
 func (c *checker) afterStep(stepped *Node) {
 	w := c.w
-	t := w.timing
 	var acting []*Node
 	for _, n := range w.nodes {
+		t := n.timing()
 		p := n.proc
 		if p == nil || p.m == nil {
 			continue
 		}
 		if !p.m.Acting(n.local()) {
+			continue
+		}
+		if n.cut && !w.sc.VIP {
+			// Fenced from the storage: whatever it believes of its
+			// lease, it can no longer touch a group that lives on the
+			// storage alone (its writes are refused).
 			continue
 		}
 		acting = append(acting, n)
@@ -272,7 +306,7 @@ func (c *checker) afterStep(stepped *Node) {
 	}
 	if c.healed && c.live < 0 && len(acting) > 0 {
 		c.live = time.Duration(w.now) - w.sc.Heal
-		w.end = min(w.end, w.now+int64(t.Lease))
+		w.end = min(w.end, w.now+int64(w.maxTiming().Lease))
 	}
 }
 

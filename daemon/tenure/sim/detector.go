@@ -68,18 +68,21 @@ func (p *proc) silence() time.Duration {
 }
 
 // rankOf is node id's rank in acting on a silent leader l.
-func (p *proc) rankOf(id, l int) int {
-	standby := p.n.fsm.View().Standby
-	var order []int
-	for pass := range 2 {
-		for i := range p.w.nodes {
-			if i == l || standby[nodeName(i)] != (pass == 1) {
-				continue
-			}
-			order = append(order, i)
-		}
+func (p *proc) rankOf(id, l int) int { return slices.Index(p.rankOrder(l), nodeName(id)) }
+
+// rankOrder is quorum.RankOrder of the voters after leader l.
+func (p *proc) rankOrder(l int) []string {
+	var voters []string
+	for _, n := range p.w.nodes {
+		voters = append(voters, n.name)
 	}
-	return slices.Index(order, id)
+	return quorum.RankOrder(voters, nodeName(l), p.mayNotHold)
+}
+
+// mayNotHold: a witness or a standby node (as the daemon's mayNotHold).
+func (p *proc) mayNotHold(name string) bool {
+	n := p.w.node(name)
+	return p.w.sc.witness(n.id) || p.n.fsm.View().Standby[name]
 }
 
 func (p *proc) armWatch() {

@@ -31,8 +31,6 @@ func (e simEffects) Start(s *driver.Scope, epoch uint64, previous string, done f
 }
 func (e simEffects) Monitor(s *driver.Scope, done func(error))   { e.p.storageMonitor(s, done) }
 func (e simEffects) Stop(deadline tenure.Time, done func(error)) { e.p.storageStop(deadline, done) }
-func (e simEffects) ArmWatchdog() time.Duration                  { return 0 }
-func (e simEffects) DisarmWatchdog()                             {}
 
 // Probe is the resource group's probe: what a crashed daemon left running
 // here is stopped, as a stop would (and can fail, or hang, as one would).
@@ -61,15 +59,90 @@ func (e simEffects) Probe(_ *driver.Scope, done func(error)) {
 
 var errIneligible = errors.New("node ineligible")
 
-// Unfence is this node's "on" through its own devices (nothing to do in
-// the base modes: no device needs it).
+// Unfence is this node's "on" through its own storage-level devices: its
+// registration back on the storage, read back.
 func (e simEffects) Unfence(_ *driver.Scope, done func(stonith.Record, bool)) {
-	done(stonith.Record{Outcome: stonith.OutcomeSuccess}, true)
+	p, w, n, inc := e.p, e.p.w, e.p.n, e.p.inc
+	rec := stonith.Record{Kind: stonith.KindUnfence, Target: n.name, Action: stonith.ActionOn, Reason: "unfence at start",
+		RequestedBy: n.name + " (start)", Executor: n.name, Started: w.wall()}
+	var bad []string
+	for lvl := range levels {
+		if n.levelCuts(lvl) {
+			if m := n.dev[lvl]; m == devFail || m == devHang {
+				bad = append(bad, fmt.Sprintf("level %d: %s", lvl+1, devNames[m]))
+			}
+		}
+	}
+	p.timer(uniform(n.rng, 5*time.Millisecond, 60*time.Millisecond), func() {
+		rec.Finished = w.wall()
+		if len(bad) > 0 {
+			rec.Outcome, rec.Error = stonith.OutcomeFailed, fmt.Sprint(bad)
+			done(rec, false)
+			return
+		}
+		if n.cut {
+			w.tracef("%s unfenced itself: storage access back", n.name)
+		}
+		n.cut = false
+		w.chk.storageBack(n)
+		n.exec(inc, func() {
+			rec.Outcome = stonith.OutcomeSuccess
+			done(rec, true)
+		})
+	})
 }
 
+// ArmWatchdog arms the node's watchdog, if it has one, and feeds it while
+// the lease is valid, as the daemon does (daemon/watchdog.go).
+func (e simEffects) ArmWatchdog() time.Duration {
+	p, n := e.p, e.p.n
+	wd := n.wd
+	if wd == nil {
+		return 0
+	}
+	first := !wd.armed
+	wd.arm()
+	if first {
+		t := n.timing()
+		every := min(t.Heartbeat, time.Second, wd.timeout/4)
+		var feed func()
+		feed = func() {
+			if !wd.armed {
+				return
+			}
+			if until := p.m.ActingUntil(); until != 0 && n.local() < until {
+				wd.feed()
+			}
+			p.timer(every, feed)
+		}
+		p.timer(every, feed)
+	}
+	return wd.timeout
+}
+
+func (e simEffects) DisarmWatchdog() {
+	if wd := e.p.n.wd; wd != nil {
+		wd.disarm()
+	}
+}
+
+// SelfFence is the daemon's self-fence (daemon/selffence.go): with a
+// watchdog device, open it (armed, no longer fed) and reset through sysrq;
+// without one, exit, and systemd restarts the daemon (RestartSec=5s).
 func (e simEffects) SelfFence(reason string) {
-	e.p.w.tracef("%s SELF-FENCE: %s", e.p.n.name, reason)
-	e.p.n.selfFence()
+	n := e.p.n
+	n.w.tracef("%s SELF-FENCE: %s", n.name, reason)
+	if n.wd != nil {
+		if !n.wd.armed {
+			n.wd.arm()
+		}
+		if n.sysrq() {
+			n.reset("self-fence (sysrq)")
+			return
+		}
+	}
+	n.w.tracef("%s self-fence: the daemon exits (the machine keeps running)", n.name)
+	n.crash(5 * time.Second)
 }
 
 // engine tries the target's fence levels in order; the first level whose
@@ -105,7 +178,7 @@ func (p *proc) engine(s *driver.Scope, tn *Node, cb func(outcome, msg string)) {
 func (p *proc) deviceTry(s *driver.Scope, tn *Node, level int, cb func(result, msg string)) {
 	w, n, inc := p.w, p.n, p.inc
 	mode := tn.dev[level]
-	timeout := w.timing.FenceTimeout
+	timeout := n.timing().FenceTimeout
 	finished := false
 	finish := func(result, msg string) {
 		if finished {
@@ -127,8 +200,14 @@ func (p *proc) deviceTry(s *driver.Scope, tn *Node, level int, cb func(result, m
 		if mode == devSlow {
 			act = timeout/2 + uniform(n.rng, 0, timeout*4/10)
 		}
+		cuts := tn.levelCuts(level)
 		w.after(act, func() {
-			if mode != devLie {
+			switch {
+			case mode == devLie:
+			case cuts:
+				w.tracef("%s's storage access cut by %s", tn.name, n.name)
+				tn.cut = true
+			default:
 				tn.fencedOff(n.name)
 			}
 			if w.opt.Mutation == MutNoReadBack {
@@ -136,7 +215,7 @@ func (p *proc) deviceTry(s *driver.Scope, tn *Node, level int, cb func(result, m
 				return
 			}
 			w.after(readBack, func() {
-				if tn.on {
+				if cuts && !tn.cut || !cuts && tn.on {
 					finish(stonith.ResultFailed, "device acknowledged off but reads back on")
 					return
 				}
@@ -154,15 +233,17 @@ func (p *proc) storageStart(s *driver.Scope, epoch uint64, cb func(error)) {
 	n.running, n.runEpoch = true, epoch
 	done := func(err error) { n.exec(inc, func() { cb(err) }) }
 	d := uniform(n.rng, 5*time.Millisecond, 150*time.Millisecond)
-	switch n.stStart {
-	case opOK:
+	switch {
+	case n.cut:
+		w.after(d, func() { done(errors.New("mount: reservation conflict (this node is fenced from the storage)")) })
+	case n.stStart == opOK:
 		w.after(d, func() { done(nil) })
-	case opFail:
+	case n.stStart == opFail:
 		w.after(d, func() { done(errors.New("start hook: exit status 1")) })
-	case opHang:
+	case n.stStart == opHang:
 		s.OnCancel(func() { w.after(time.Millisecond, func() { done(context.Canceled) }) })
 		n.hungStart = func() { done(errors.New("start hook killed by the admin")) }
-	case opStuck:
+	case n.stStart == opStuck:
 		n.hungStart = func() { done(errors.New("start hook killed by the admin")) }
 	}
 }
@@ -171,6 +252,9 @@ func (p *proc) storageStop(deadline tenure.Time, cb func(error)) {
 	w, n, inc := p.w, p.n, p.inc
 	grace := max(deadline.Sub(n.local()), 0)
 	d := uniform(n.rng, 5*time.Millisecond, 100*time.Millisecond)
+	if has(w.sc.SlowStop, n.id) {
+		d = uniform(n.rng, grace*6/10, grace*95/100)
+	}
 	switch n.stStop {
 	case opOK:
 		if d < grace {
@@ -194,18 +278,20 @@ func (p *proc) storageStop(deadline tenure.Time, cb func(error)) {
 }
 
 func (p *proc) storageMonitor(s *driver.Scope, cb func(error)) {
-	w, n := p.w, p.n
+	n := p.n
 	post := func(err error) {
 		if !s.Cancelled() {
 			cb(err)
 		}
 	}
-	switch n.stMon {
-	case opOK:
+	switch {
+	case n.cut:
+		p.timer(uniform(n.rng, time.Millisecond, 20*time.Millisecond), func() { post(errors.New("monitor: I/O error (fenced from the storage)")) })
+	case n.stMon == opOK:
 		p.timer(uniform(n.rng, time.Millisecond, 20*time.Millisecond), func() { post(nil) })
-	case opFail:
+	case n.stMon == opFail:
 		p.timer(uniform(n.rng, time.Millisecond, 20*time.Millisecond), func() { post(errors.New("monitor hook: exit status 7")) })
 	default:
-		p.timer(profiles[w.sc.Profile].monitor, func() { post(context.DeadlineExceeded) })
+		p.timer(n.profile().monitor, func() { post(context.DeadlineExceeded) })
 	}
 }

@@ -144,6 +144,19 @@ func (w *World) inject(i int, f Fault) {
 	case Standby:
 		w.standby(n, true)
 		w.after(f.Dur, func() { w.standby(n, false) })
+	case Ineligible:
+		p := n.proc
+		if p == nil {
+			return
+		}
+		p.inel["config"] = "its configuration differs from the cluster's"
+		p.loopKick()
+		w.after(f.Dur, func() {
+			if n.proc == p {
+				delete(p.inel, "config")
+				p.loopKick()
+			}
+		})
 	case AdminFence:
 		q := w.leaderProc()
 		if q == nil || q.n == n {
@@ -253,7 +266,9 @@ func (w *World) heal() {
 			n.devTok[l]++
 			n.dev[l] = devOK
 		}
-		if slices.Contains(w.sc.CalmDev, n.id) {
+		if slices.Contains(w.sc.CalmDev, n.id) && !n.levelCuts(0) {
+			// (A storage-level device that hangs for good would keep
+			// its node from unfencing itself, ever.)
 			n.dev[0] = devHang
 		}
 		for op := range 3 {
@@ -279,9 +294,18 @@ func (w *World) heal() {
 		if n.paused {
 			n.resume()
 		}
-		if !n.on {
+		if p := n.proc; p != nil && p.inel["config"] != "" {
+			delete(p.inel, "config")
+			p.loopKick()
+		}
+		switch {
+		case n.on && n.cut:
+			// An admin reboots a node fenced from the storage: it
+			// unfences itself when it starts again.
+			n.reset("rebooted by the admin (fenced from the storage)")
+		case !n.on:
 			n.powerOn()
-		} else if n.proc == nil {
+		case n.proc == nil:
 			n.scheduleRestart(10 * time.Millisecond)
 		}
 	}
@@ -313,9 +337,13 @@ func (w *World) heal() {
 //     hook on the holder would keep every node from acting, forever;
 //   - a blocked takeover retries after its backoff, which the fault phase
 //     can have grown to at most the first power of two above its length
-//     (seconds; 30s at most).
+//     (seconds; 30s at most);
+//   - the modes: a daemon that exited for a self-fence it could not carry
+//     out restarts after systemd's RestartSec (5s) and probes; a watchdog
+//     level waits for the watchdog's timeout; a node that unfences itself
+//     at start retries on a backoff like the fence's.
 func (w *World) livenessBound() time.Duration {
-	t, ht := w.timing, w.ht
+	t, ht := w.maxTiming(), w.ht
 	boot := 1300 * time.Millisecond
 	election := 3*ht + 8*2*ht
 	demote := t.Grace
@@ -326,7 +354,18 @@ func (w *World) livenessBound() time.Duration {
 	for backoff < w.sc.Heal && backoff < 30*time.Second {
 		backoff *= 2
 	}
-	return boot + election + demote + cooldown + formerLease + fence + backoff
+	var modes time.Duration
+	sc := w.sc
+	if len(sc.NoSysrq) > 0 || len(sc.Watchdog) < sc.Nodes {
+		modes += 5 * time.Second
+	}
+	if len(sc.WDLevel) > 0 {
+		modes += t.Lease
+	}
+	if len(sc.SCSI) > 0 {
+		modes += backoff + boot
+	}
+	return boot + election + demote + cooldown + formerLease + fence + backoff + modes
 }
 
 func (w *World) fmtLocal(n *Node, t tenure.Time) string {

@@ -73,6 +73,14 @@ type Node struct {
 	// only a successful stop or a power-off ends it.
 	running  bool
 	runEpoch uint64
+	// cut: a storage-level fence removed this machine's access to the
+	// storage (its SCSI registration); what runs here can no longer
+	// write it. Only the node's own unfence, or a reboot, restores it —
+	// the registration is the initiator's, so a power cycle alone does
+	// not: the node unfences itself at start.
+	cut bool
+	// wd is the watchdog device, if the node has one.
+	wd *simWatchdog
 
 	dev                    [levels]devMode
 	devTok                 [levels]int
@@ -160,6 +168,9 @@ func (n *Node) powerOff(why string) {
 	n.kill()
 	n.on = false
 	n.running = false
+	if n.wd != nil {
+		n.wd.armed = false
+	}
 	n.restart++
 }
 
@@ -168,6 +179,12 @@ func (n *Node) powerOff(why string) {
 func (n *Node) kill() {
 	if n.proc != nil {
 		n.proc.dead = true
+		if wd := n.wd; wd != nil && wd.armed && !wd.magic {
+			// The process's file closes: without magic close (or
+			// nowayout) that stops the timer.
+			n.w.tracef("%s watchdog closed by the exit: disarmed (no magic close)", n.name)
+			wd.armed = false
+		}
 	}
 	n.proc = nil
 	n.paused = false
@@ -258,9 +275,10 @@ func (n *Node) fencedOff(by string) {
 	})
 }
 
-// selfFence resets the node at once (sysrq): off now, on again shortly.
-func (n *Node) selfFence() {
-	n.powerOff("self-fence")
+// reset is a reset of the machine (sysrq, its watchdog): off now, on
+// again shortly.
+func (n *Node) reset(why string) {
+	n.powerOff(why)
 	n.restart++
 	tok := n.restart
 	n.w.after(uniform(n.rng, 500*time.Millisecond, 2*time.Second), func() {
@@ -268,4 +286,24 @@ func (n *Node) selfFence() {
 			n.powerOn()
 		}
 	})
+}
+
+// sysrq reports whether the node resets itself through sysrq.
+func (n *Node) sysrq() bool { return !has(n.w.sc.NoSysrq, n.id) }
+
+// timing is the lease timing this node's daemon runs.
+func (n *Node) timing() tenure.Timing { return n.profile().timing }
+
+func (n *Node) profile() profile {
+	if ts := n.w.sc.Timings; len(ts) > 0 {
+		return timingProfile(ts[n.id])
+	}
+	return profiles[n.w.sc.Profile]
+}
+
+// levelCuts reports whether fence level lvl of this node cuts its storage
+// access (a SCSI reservation) rather than its power.
+func (n *Node) levelCuts(lvl int) bool {
+	sc := n.w.sc
+	return has(sc.SCSI, n.id) && (lvl == 0 || has(sc.SCSIOnly, n.id))
 }

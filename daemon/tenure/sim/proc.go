@@ -72,17 +72,23 @@ func newProc(n *Node, inc int) *proc {
 }
 
 func (p *proc) start() {
-	w := p.w
-	fenceable := map[string]bool{}
+	w, n, sc := p.w, p.n, p.w.sc
+	fenceable, wdLevel := map[string]bool{}, map[string]bool{}
 	var nodes []string
 	for _, o := range w.nodes {
-		fenceable[o.name] = true
+		fenceable[o.name] = !sc.witness(o.id)
+		wdLevel[o.name] = has(sc.WDLevel, o.id)
 		nodes = append(nodes, o.name)
 	}
-	cfg := driver.Config{Nodes: nodes, Majority: w.majority, Probe: w.sc.Storage, Machine: tenure.Config{
-		Self: p.n.name, Timing: w.timing, Storage: w.sc.Storage,
-		MonitorInterval: profiles[w.sc.Profile].monitor, Fenceable: fenceable,
+	witness := sc.witness(n.id)
+	storage := sc.Storage && !witness
+	cfg := driver.Config{Nodes: nodes, Majority: w.majority, Probe: storage, Machine: tenure.Config{
+		Self: n.name, Timing: n.timing(), Storage: storage, MonitorInterval: n.profile().monitor,
+		Witness: witness, Fenceable: fenceable, TokenStorage: sc.Tokens, WatchdogLevel: wdLevel,
 	}}
+	if has(sc.SCSI, n.id) {
+		cfg.Unfence = &driver.UnfencePlan{Devices: []string{"scsi"}}
+	}
 	p.inel = map[string]string{}
 	p.drv = driver.New(cfg, driver.Env{Log: simLog{p}, Peers: simPeers{p}, Clock: simClock{p}, Effects: simEffects{p},
 		Observer: simObserver{p}, Kick: p.loopKick, Ineligible: p.ineligible})
@@ -138,8 +144,7 @@ func (p *proc) step() {
 	}
 	// As the daemon's loop: the machine's own deadlines (a boot-time
 	// timer), and a beat every heartbeat.
-	t := w.timing
-	wait := t.Heartbeat
+	wait := n.timing().Heartbeat
 	if wk := p.drv.Wake(now); wk != tenure.Never {
 		wait = min(wait, max(wk.Sub(n.local()), 0))
 	}
@@ -221,7 +226,7 @@ func (p *proc) forward(c quorum.Command, cb func(error)) {
 			cb(err)
 		}
 	}
-	p.timer(p.w.timing.Lease, func() { once(context.DeadlineExceeded) })
+	p.timer(p.n.timing().Lease, func() { once(context.DeadlineExceeded) })
 	self := p.n.id
 	p.w.net.send(self, l, 0, func(q *proc) {
 		reply := func(err error) {
@@ -278,11 +283,28 @@ func (l simLog) Confirm(epoch uint64, t0 tenure.Time, done func(error)) {
 }
 
 func (l simLog) Transfer(to string, done func(error)) {
+	p := l.p
+	if to == "" {
+		// As the daemon's successor: the first of the rank order that
+		// may hold primacy, alive (its daemon runs and this node reaches
+		// it) and not the previous leader gone silent.
+		silent := ""
+		if prev := p.prevLeader; prev >= 0 {
+			if e, ok := p.sinceContact(prev); ok && e >= p.w.timing.Raft().Detect {
+				silent = nodeName(prev)
+			}
+		}
+		alive := func(name string) bool {
+			o := p.w.node(name)
+			return o.live() != nil && p.w.net.connected(p.n.id, o.id) && p.w.net.connected(o.id, p.n.id)
+		}
+		to = quorum.Successor(p.rankOrder(p.n.id), p.mayNotHold, alive, silent)
+	}
 	id := -1
 	if to != "" {
-		id = l.p.w.node(to).id
+		id = p.w.node(to).id
 	}
-	l.p.transfer(id, done)
+	p.transfer(id, done)
 }
 
 // simPeers is the driver's Peers: requests over the simulated network.

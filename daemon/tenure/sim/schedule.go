@@ -31,6 +31,24 @@ var profiles = []profile{
 		Grace: 400 * time.Millisecond, FenceTimeout: time.Second}, 500 * time.Millisecond},
 }
 
+// altProfiles are timings a node may run instead of the schedule's
+// profile (Schedule.Timings): what a cluster looks like while a change of
+// timing rolls through it (`fencectl config accept`, then restarts).
+var altProfiles = []profile{
+	{"long", tenure.Timing{Heartbeat: 500 * time.Millisecond, Lease: 2500 * time.Millisecond, Margin: 250 * time.Millisecond,
+		Grace: 1500 * time.Millisecond, FenceTimeout: time.Second}, 500 * time.Millisecond},
+	{"short-grace", tenure.Timing{Heartbeat: 200 * time.Millisecond, Lease: time.Second, Margin: 100 * time.Millisecond,
+		Grace: 200 * time.Millisecond, FenceTimeout: time.Second}, 300 * time.Millisecond},
+}
+
+// timingProfile is profile i: one of profiles, then one of altProfiles.
+func timingProfile(i int) profile {
+	if i < len(profiles) {
+		return profiles[i]
+	}
+	return altProfiles[i-len(profiles)]
+}
+
 // Kind is a kind of fault.
 type Kind uint8
 
@@ -48,11 +66,12 @@ const (
 	Confirm                // an admin confirms Node is down (only done if it is off)
 	Standby                // an admin puts Node in standby for Dur
 	AdminFence             // an admin fences Node (`fencectl fence`), through the leader
+	Ineligible             // Node may not take primacy for Dur (its configuration differs, say)
 	numKinds
 )
 
 var kindNames = [...]string{"partition", "loss", "slow", "pause", "crash", "power", "shutdown", "device", "storage",
-	"handover", "confirm", "standby", "admin-fence"}
+	"handover", "confirm", "standby", "admin-fence", "ineligible"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -146,6 +165,8 @@ func (f Fault) Describe(nodes int) string {
 		return fmt.Sprintf("%s in standby for %s", n, f.Dur)
 	case AdminFence:
 		return "admin fences " + n
+	case Ineligible:
+		return fmt.Sprintf("%s ineligible for %s", n, f.Dur)
 	case Crash, Power, Shutdown:
 		if f.Dur == 0 {
 			return fmt.Sprintf("%s %s (back at the heal)", f.Kind, n)
@@ -187,7 +208,48 @@ type Schedule struct {
 	Heal    time.Duration
 	Down    []Down
 	CalmDev []int
+	Modes
 }
+
+// Modes are the configuration paths beyond a power fence read back off:
+// each is a way a successor may take over, or a node may stop or come
+// back, that the base schedule does not take.
+type Modes struct {
+	// Tokens: the storage checks tokens (storage.checks_tokens), so a
+	// former holder may be taken over once its lease has certainly ended.
+	Tokens bool
+	// VIP: the group also runs a resource that checks no tokens and that
+	// no storage-level fence stops (a floating address).
+	VIP bool
+	// Witness nodes vote and never hold the storage; they have no fence
+	// devices.
+	Witness []int
+	// SCSI nodes' first fence level cuts their access to the storage
+	// (SCSI-3 reservations) instead of their power; with SCSIOnly, both
+	// levels do. Each unfences itself at start.
+	SCSI     []int
+	SCSIOnly []int
+	// Watchdog nodes have a watchdog device (watchdog.device); WDLevel
+	// ones also the watchdog fence level last in their topology; NoMagic
+	// ones a driver without magic close (closing the device disarms it).
+	Watchdog []int
+	WDLevel  []int
+	NoMagic  []int
+	// NoSysrq nodes cannot reset themselves through sysrq.
+	NoSysrq []int
+	// SlowStop nodes' stops take most of their grace (an unmount that
+	// flushes), and finish within it.
+	SlowStop []int
+	// Timings are each node's timing profile when they differ (a change of
+	// timing rolling through the cluster): index into profiles, then
+	// altProfiles. Empty: every node runs Profile.
+	Timings []int
+}
+
+func has(ns []int, i int) bool { return slices.Contains(ns, i) }
+
+// witness reports a witness node.
+func (sc Schedule) witness(i int) bool { return has(sc.Witness, i) }
 
 // Generate derives a schedule from seed.
 func Generate(seed uint64) Schedule {
@@ -233,7 +295,85 @@ func Generate(seed uint64) Schedule {
 			}
 		}
 	}
+	genModes(&sc)
 	return sc
+}
+
+// genModes draws the schedule's modes from a stream of their own, so that
+// the rest of a seed's schedule is what it was before modes existed.
+func genModes(sc *Schedule) {
+	r := rand.New(rand.NewPCG(sc.Seed, 0x6d6f646573))
+	pick := func(pct int, from []int) []int {
+		var out []int
+		for _, i := range from {
+			if r.IntN(100) < pct {
+				out = append(out, i)
+			}
+		}
+		return out
+	}
+	all := make([]int, sc.Nodes)
+	for i := range all {
+		all[i] = i
+	}
+	down := map[int]bool{}
+	for _, d := range sc.Down {
+		down[d.Node] = true
+	}
+	if sc.Storage {
+		sc.Tokens = r.IntN(4) == 0
+		sc.VIP = r.IntN(3) == 0
+	}
+	// One witness now and then, never a node left down (a majority of
+	// data nodes must remain to take over).
+	if r.IntN(6) == 0 {
+		if w := r.IntN(sc.Nodes); !down[w] {
+			sc.Witness = []int{w}
+		}
+	}
+	var data []int
+	for _, i := range all {
+		if !sc.witness(i) {
+			data = append(data, i)
+		}
+	}
+	// A storage-level fence stops nothing but the node's use of the
+	// storage: a floating address keeps running there (fenced validate
+	// warns of such a topology), so SCSI nodes only with a group that
+	// runs on the storage alone.
+	if sc.Storage && !sc.VIP && r.IntN(4) == 0 {
+		sc.SCSI = pick(60, data)
+		sc.SCSIOnly = pick(50, sc.SCSI)
+	}
+	if r.IntN(4) == 0 {
+		sc.Watchdog = pick(60, data)
+		sc.WDLevel = pick(60, sc.Watchdog)
+		sc.NoMagic = pick(40, sc.Watchdog)
+	}
+	if r.IntN(5) == 0 {
+		sc.NoSysrq = pick(50, all)
+	}
+	if sc.Storage && r.IntN(4) == 0 {
+		sc.SlowStop = pick(60, data)
+	}
+	if r.IntN(5) == 0 {
+		n := len(profiles) + len(altProfiles)
+		for range sc.Nodes {
+			p := sc.Profile
+			if r.IntN(2) == 0 {
+				p = r.IntN(n)
+			}
+			sc.Timings = append(sc.Timings, p)
+		}
+	}
+	// A node that may not take primacy for a while (its configuration
+	// differs from the cluster's, its unfence failed).
+	lease := profiles[sc.Profile].timing.Lease
+	for range r.IntN(3) {
+		sc.Faults = append(sc.Faults, Fault{At: uniform(r, lease/4, sc.Heal), Kind: Ineligible, Node: r.IntN(sc.Nodes),
+			Primary: r.IntN(2) == 0, Dur: uniform(r, lease/3, 3*lease)})
+	}
+	slices.SortStableFunc(sc.Faults, func(a, b Fault) int { return int(a.At - b.At) })
 }
 
 func genFault(r *rand.Rand, sc Schedule, lease time.Duration) Fault {
@@ -324,6 +464,41 @@ func (sc Schedule) String() string {
 		}
 		b.WriteString(nodeName(n))
 	}
+	list := func(key string, ns []int) {
+		if len(ns) == 0 {
+			return
+		}
+		fmt.Fprintf(&b, " %s=", key)
+		for i, n := range ns {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(nodeName(n))
+		}
+	}
+	if sc.Tokens {
+		b.WriteString(" tokens=true")
+	}
+	if sc.VIP {
+		b.WriteString(" vip=true")
+	}
+	list("witness", sc.Witness)
+	list("scsi", sc.SCSI)
+	list("scsionly", sc.SCSIOnly)
+	list("watchdog", sc.Watchdog)
+	list("wdlevel", sc.WDLevel)
+	list("nomagic", sc.NoMagic)
+	list("nosysrq", sc.NoSysrq)
+	list("slowstop", sc.SlowStop)
+	if len(sc.Timings) > 0 {
+		b.WriteString(" timings=")
+		for i, p := range sc.Timings {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprint(&b, p)
+		}
+	}
 	b.WriteString(" faults=")
 	for i, f := range sc.Faults {
 		if i > 0 {
@@ -374,12 +549,38 @@ func Parse(s string) (Schedule, error) {
 				sc.Down = append(sc.Down, Down{Node: id, Off: how == "off"})
 			}
 		case "calmdev":
+			sc.CalmDev, err = parseNodes(v)
+		case "tokens":
+			sc.Tokens, err = strconv.ParseBool(v)
+		case "vip":
+			sc.VIP, err = strconv.ParseBool(v)
+		case "witness":
+			sc.Witness, err = parseNodes(v)
+		case "scsi":
+			sc.SCSI, err = parseNodes(v)
+		case "scsionly":
+			sc.SCSIOnly, err = parseNodes(v)
+		case "watchdog":
+			sc.Watchdog, err = parseNodes(v)
+		case "wdlevel":
+			sc.WDLevel, err = parseNodes(v)
+		case "nomagic":
+			sc.NoMagic, err = parseNodes(v)
+		case "nosysrq":
+			sc.NoSysrq, err = parseNodes(v)
+		case "slowstop":
+			sc.SlowStop, err = parseNodes(v)
+		case "timings":
 			for _, x := range splitList(v) {
-				var id int
-				if id, err = parseNode(x); err != nil {
+				var p int
+				if p, err = strconv.Atoi(x); err != nil {
 					break
 				}
-				sc.CalmDev = append(sc.CalmDev, id)
+				if p < 0 || p >= len(profiles)+len(altProfiles) {
+					err = fmt.Errorf("profile %d: want 0 to %d", p, len(profiles)+len(altProfiles)-1)
+					break
+				}
+				sc.Timings = append(sc.Timings, p)
 			}
 		case "faults":
 			for _, x := range strings.Split(v, ";") {
@@ -422,6 +623,16 @@ func Parse(s string) (Schedule, error) {
 			return sc, fmt.Errorf("schedule: down: no node %s", nodeName(d.Node))
 		}
 	}
+	for _, ns := range [][]int{sc.CalmDev, sc.Witness, sc.SCSI, sc.SCSIOnly, sc.Watchdog, sc.WDLevel, sc.NoMagic, sc.NoSysrq, sc.SlowStop} {
+		for _, n := range ns {
+			if n >= sc.Nodes {
+				return sc, fmt.Errorf("schedule: no node %s", nodeName(n))
+			}
+		}
+	}
+	if len(sc.Timings) != 0 && len(sc.Timings) != sc.Nodes {
+		return sc, fmt.Errorf("schedule: timings: %d values for %d nodes", len(sc.Timings), sc.Nodes)
+	}
 	if len(sc.Down) > (sc.Nodes-1)/2 {
 		return sc, fmt.Errorf("schedule: down: %d nodes of %d leave no majority", len(sc.Down), sc.Nodes)
 	}
@@ -433,6 +644,18 @@ func splitList(v string) []string {
 		return nil
 	}
 	return strings.Split(v, ",")
+}
+
+func parseNodes(v string) ([]int, error) {
+	var ns []int
+	for _, x := range splitList(v) {
+		id, err := parseNode(x)
+		if err != nil {
+			return nil, err
+		}
+		ns = append(ns, id)
+	}
+	return ns, nil
 }
 
 func parseNode(s string) (int, error) {

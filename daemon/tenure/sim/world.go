@@ -239,6 +239,9 @@ func newWorld(sc Schedule, opt Options) *World {
 	for i := range sc.Nodes {
 		w.nodes = append(w.nodes, newNode(w, i))
 	}
+	for _, i := range sc.Watchdog {
+		w.nodes[i].wd = newSimWatchdog(w.nodes[i])
+	}
 	w.chk.init(w)
 	w.end = int64(sc.Heal + w.livenessBound())
 	return w
@@ -264,6 +267,17 @@ func (w *World) node(name string) *Node {
 }
 
 func nodeName(i int) string { return fmt.Sprintf("n%d", i+1) }
+
+// maxTiming is, field by field, the longest timing any node runs.
+func (w *World) maxTiming() tenure.Timing {
+	var m tenure.Timing
+	for _, n := range w.nodes {
+		t := n.timing()
+		m.Heartbeat, m.Lease, m.Margin = max(m.Heartbeat, t.Heartbeat), max(m.Lease, t.Lease), max(m.Margin, t.Margin)
+		m.Grace, m.FenceTimeout = max(m.Grace, t.Grace), max(m.FenceTimeout, t.FenceTimeout)
+	}
+	return m
+}
 
 // leaderProc returns a process that leads raft right now (the highest
 // term if a stale one still believes it leads), or nil.
