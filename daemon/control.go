@@ -42,6 +42,7 @@ func (d *Daemon) machineConfig() tenure.Config {
 		watchdog[n.Name] = len(n.Fence) > 0 && n.Fence[len(n.Fence)-1].Watchdog
 	}
 	self, _ := cfg.NodeByName(d.self)
+	tokens, unchecked := cfg.TokenChecks()
 	return tenure.Config{
 		Self:            d.self,
 		Timing:          cfg.Timing.Tenure(),
@@ -49,7 +50,8 @@ func (d *Daemon) machineConfig() tenure.Config {
 		MonitorInterval: cfg.Storage.MonitorInterval.D(),
 		Witness:         self != nil && self.Witness(),
 		Fenceable:       fenceable,
-		TokenStorage:    cfg.Storage.ChecksTokens,
+		TokenStorage:    tokens,
+		Unchecked:       unchecked,
 		WatchdogLevel:   watchdog,
 	}
 }

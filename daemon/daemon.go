@@ -101,8 +101,9 @@ type Daemon struct {
 	loopDone chan struct{}
 	nudge    chan struct{} // wakes the loop (eligibility changed)
 
-	wdMu sync.Mutex
-	wd   *watchdog.Device // armed while this node may hold the storage
+	wdMu  sync.Mutex
+	wd    *watchdog.Device // armed while this node may hold the storage
+	wdWhy string           // why it is (not) advertised, for status
 
 	ineligibleMu sync.Mutex
 	ineligible   map[string]string // source → why this node may not take primacy

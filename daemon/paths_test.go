@@ -12,6 +12,7 @@ import (
 	"github.com/fenced/fenced/daemon/config"
 	"github.com/fenced/fenced/daemon/devcluster"
 	"github.com/fenced/fenced/daemon/storage/tokenstore"
+	"github.com/fenced/fenced/daemon/watchdog"
 	"github.com/fenced/fenced/stonith"
 )
 
@@ -132,9 +133,12 @@ func TestNoTokensNoDevicesBlocks(t *testing.T) {
 
 // watchdogCluster: three nodes fenced through a BMC, then the watchdog
 // level; each node's watchdog.device is a stand-in that kills the node's
-// processes when not fed in time. withDevice false leaves the watchdog
-// unconfigured (so nothing is advertised).
-func watchdogCluster(t *testing.T, timeout time.Duration, withDevice bool) (*devcluster.Cluster, []*devcluster.StandInWatchdog) {
+// processes when not fed in time. closing is what the stand-in says it
+// does at close ("magicclose" or "none": see watchdog.FaultOptionsEnv);
+// "" leaves the watchdog unconfigured (so nothing is advertised).
+func watchdogCluster(t *testing.T, timeout time.Duration, closing string) (*devcluster.Cluster, []*devcluster.StandInWatchdog) {
+	withDevice := closing != ""
+	t.Setenv(watchdog.FaultOptionsEnv, closing)
 	dogs := make([]*devcluster.StandInWatchdog, 3)
 	var c *devcluster.Cluster
 	dir := t.TempDir()
@@ -166,7 +170,7 @@ func watchdogCluster(t *testing.T, timeout time.Duration, withDevice bool) (*dev
 // and the history says "confirmed by watchdog timeout".
 func TestWatchdogLevel(t *testing.T) {
 	const wd = 2 * time.Second
-	c, dogs := watchdogCluster(t, wd, true)
+	c, dogs := watchdogCluster(t, wd, "magicclose")
 	p, e1 := primaryWriting(t, c)
 	if !dogs[p.Index].Armed() {
 		t.Fatal("the primary's watchdog is not armed")
@@ -200,7 +204,7 @@ func TestWatchdogLevel(t *testing.T) {
 // primary's watchdog (magic close), so it never resets a node that stopped
 // in time.
 func TestWatchdogDisarmedAfterHandover(t *testing.T) {
-	c, dogs := watchdogCluster(t, 2*time.Second, true)
+	c, dogs := watchdogCluster(t, 2*time.Second, "magicclose")
 	p, e1 := primaryWriting(t, c)
 	p.Signal(syscall.SIGTERM)
 	successorWriting(t, c, p, e1)
@@ -217,7 +221,7 @@ func TestWatchdogDisarmedAfterHandover(t *testing.T) {
 // a watchdog device: nothing was advertised, so the level never passes and
 // the takeover blocks.
 func TestWatchdogLevelNeedsAdvertisement(t *testing.T) {
-	c, _ := watchdogCluster(t, 0, false)
+	c, _ := watchdogCluster(t, 0, "")
 	p, _ := primaryWriting(t, c)
 	c.BMCs[p.Index].Close()
 	p.Signal(syscall.SIGSTOP)
@@ -225,5 +229,32 @@ func TestWatchdogLevelNeedsAdvertisement(t *testing.T) {
 	time.Sleep(2 * testTiming.Lease.D()) // long past every lease and watchdog
 	if w := writers(c, time.Now().Add(-time.Hour)); len(w) != 1 {
 		t.Fatalf("mounted past a watchdog level with no watchdog advertised: %v", w)
+	}
+}
+
+// TestWatchdogWithoutMagicCloseNotAdvertised: a driver without magic
+// close (and no nowayout) stops its timer when the daemon's file closes:
+// a killed daemon would leave the node running. Such a watchdog is armed
+// but never advertised, status says why, and a takeover from a killed
+// primary whose BMC is dead blocks instead of trusting it.
+func TestWatchdogWithoutMagicCloseNotAdvertised(t *testing.T) {
+	c, dogs := watchdogCluster(t, 2*time.Second, "none")
+	p, _ := primaryWriting(t, c)
+	if !dogs[p.Index].Armed() {
+		t.Fatal("the primary's watchdog is not armed")
+	}
+	st, err := p.Status(ctxT(t, 5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wd := st.Self.Watchdog; wd == nil || !wd.Armed || wd.Advertised || !strings.Contains(wd.Note, "no magic close") {
+		t.Fatalf("status: watchdog %+v", st.Self.Watchdog)
+	}
+	c.BMCs[p.Index].Close()
+	p.Kill()
+	waitBlocked(t, c.Other(p))
+	time.Sleep(2 * testTiming.Lease.D())
+	if r, ok := recordOf(t, c.Other(p), p.Name, stonith.KindWatchdog); ok {
+		t.Fatalf("taken over through a watchdog that stops at close: %+v", r)
 	}
 }

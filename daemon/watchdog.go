@@ -3,6 +3,7 @@ package daemon
 import (
 	"time"
 
+	"github.com/fenced/fenced/daemon/api"
 	"github.com/fenced/fenced/daemon/watchdog"
 )
 
@@ -14,7 +15,11 @@ import (
 // the timeout later, which is what the watchdog fence level counts on.
 
 // armWatchdog arms the watchdog if one is configured and returns the
-// timeout to advertise (0: none armed).
+// timeout to advertise (0: none). An armed watchdog is advertised only when
+// its timer keeps counting after the daemon dies (watchdog.Keeps): the
+// watchdog fence level counts on it resetting a node whose daemon was
+// killed, not only one whose daemon stopped feeding it. One that would not
+// still resets a node whose daemon hangs.
 func (d *Daemon) armWatchdog() time.Duration {
 	w := d.cfg.Watchdog
 	if w.Device == "" {
@@ -25,14 +30,41 @@ func (d *Daemon) armWatchdog() time.Duration {
 	if d.wd == nil {
 		dev, err := watchdog.Arm(w.Device, w.Timeout.D())
 		if err != nil {
+			d.wdWhy = "not armed: " + err.Error()
 			d.log.Error("watchdog not armed: it will not be advertised", "err", err)
 			return 0
 		}
 		d.wd = dev
 		d.group.Go(func() { d.feedWatchdog(dev) })
-		d.log.Info("watchdog armed", "device", w.Device, "timeout", dev.Timeout())
+		keeps, why := dev.Keeps()
+		d.wdWhy = why
+		if keeps {
+			d.log.Info("watchdog armed", "device", w.Device, "timeout", dev.Timeout(), "why_trusted", why)
+		} else {
+			d.log.Error("watchdog armed but not advertised: the watchdog fence level cannot count on it", "device", w.Device, "why", why)
+		}
+	}
+	if keeps, _ := d.wd.Keeps(); !keeps {
+		return 0
 	}
 	return d.wd.Timeout()
+}
+
+// watchdogStatus is the watchdog's state for status.
+func (d *Daemon) watchdogStatus() *api.WatchdogStatus {
+	w := d.cfg.Watchdog
+	if w.Device == "" {
+		return nil
+	}
+	d.wdMu.Lock()
+	defer d.wdMu.Unlock()
+	st := &api.WatchdogStatus{Device: w.Device, Note: d.wdWhy}
+	if d.wd != nil {
+		st.Armed = true
+		st.TimeoutSec = d.wd.Timeout().Seconds()
+		st.Advertised, _ = d.wd.Keeps()
+	}
+	return st
 }
 
 // feedWatchdog feeds dev while this node's lease is valid, until it is

@@ -62,6 +62,12 @@ type State struct {
 	// advertised with their mount intent: each armed its watchdog and
 	// feeds it only while its lease is valid.
 	Watchdogs map[string]time.Duration `json:"watchdogs,omitempty"`
+	// Timings are the lease timings the nodes that may still hold the
+	// storage (the holder, Formers, Unconfirmed) advertised with their
+	// grant and mount intent: a successor waits out the longer of each and
+	// its own, so a change of timing rolling through the cluster cannot
+	// shorten a running lease.
+	Timings map[string]HolderTiming `json:"timings,omitempty"`
 	// History is the fence history, oldest first, bounded.
 	History []stonith.Record `json:"history"`
 	// NextID numbers history records.
@@ -72,6 +78,13 @@ type State struct {
 	// cluster-wide configuration must hash to for it to be granted
 	// primacy. Nil until the leader first commits one.
 	Config *ConfigFingerprint `json:"config,omitempty"`
+}
+
+// HolderTiming is the part of a holder's timing a successor must wait out.
+type HolderTiming struct {
+	Lease  time.Duration `json:"lease"`
+	Margin time.Duration `json:"margin"`
+	Grace  time.Duration `json:"grace"`
 }
 
 // ConfigFingerprint is a configuration's cluster-wide part as hashes: one
@@ -113,6 +126,7 @@ func (s *State) Clone() State {
 	c.Unconfirmed = maps.Clone(s.Unconfirmed)
 	c.Standby = maps.Clone(s.Standby)
 	c.Watchdogs = maps.Clone(s.Watchdogs)
+	c.Timings = maps.Clone(s.Timings)
 	c.Formers = maps.Clone(s.Formers)
 	c.History = slices.Clone(s.History)
 	c.Config = s.Config.Clone()
@@ -135,6 +149,9 @@ type Command struct {
 	// Watchdog is the armed watchdog timeout a holder advertises with
 	// its mount intent (OpState mounting); 0 = none.
 	Watchdog time.Duration `json:"watchdog,omitempty"`
+	// Timing is the lease timing a holder runs, advertised with its
+	// acquire and its mount intent (nil from an older version).
+	Timing *HolderTiming `json:"timing,omitempty"`
 	// Config is the fingerprint an OpConfig commits.
 	Config *ConfigFingerprint `json:"config,omitempty"`
 }
@@ -200,11 +217,12 @@ type View struct {
 	Previous    string
 	LeaseOf     string
 	Formers     map[string]uint64
-	// Unconfirmed, Standby and Watchdogs are copies; the caller may keep
-	// them.
+	// Unconfirmed, Standby, Watchdogs and Timings are copies; the caller
+	// may keep them.
 	Unconfirmed map[string]uint64
 	Standby     map[string]bool
 	Watchdogs   map[string]time.Duration
+	Timings     map[string]HolderTiming
 }
 
 // View returns the current View.
@@ -213,7 +231,7 @@ func (f *FSM) View() View {
 	defer f.mu.RUnlock()
 	s := &f.state
 	return View{Epoch: s.Epoch, Holder: s.Holder, HolderState: s.HolderState, Previous: s.Previous, LeaseOf: s.LeaseOf, Formers: maps.Clone(s.Formers),
-		Unconfirmed: maps.Clone(s.Unconfirmed), Standby: maps.Clone(s.Standby), Watchdogs: maps.Clone(s.Watchdogs)}
+		Unconfirmed: maps.Clone(s.Unconfirmed), Standby: maps.Clone(s.Standby), Watchdogs: maps.Clone(s.Watchdogs), Timings: maps.Clone(s.Timings)}
 }
 
 // Config returns a copy of the committed configuration fingerprint (nil
@@ -250,6 +268,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 }
 
 func (f *FSM) apply(c *Command) any {
+	defer f.pruneTimings()
 	s := &f.state
 	switch c.Op {
 	case OpAcquire:
@@ -276,6 +295,7 @@ func (f *FSM) apply(c *Command) any {
 		}
 		s.Epoch++
 		s.Holder = c.Node
+		f.setTiming(c)
 		s.HolderState = HolderAcquiring
 		s.Reason = ""
 		s.GrantedAt = c.Time
@@ -293,6 +313,7 @@ func (f *FSM) apply(c *Command) any {
 				}
 			}
 			s.Unconfirmed[c.Node] = c.Epoch
+			f.setTiming(c)
 			if c.Watchdog > 0 {
 				if s.Watchdogs == nil {
 					s.Watchdogs = map[string]time.Duration{}
@@ -378,6 +399,33 @@ func (f *FSM) apply(c *Command) any {
 		return nil
 	}
 	return fmt.Errorf("fsm: unknown op %q", c.Op)
+}
+
+// setTiming records the timing c's node advertised (none: an older
+// version's; a successor then waits out its own).
+func (f *FSM) setTiming(c *Command) {
+	s := &f.state
+	if c.Timing == nil {
+		delete(s.Timings, c.Node)
+		return
+	}
+	if s.Timings == nil {
+		s.Timings = map[string]HolderTiming{}
+	}
+	s.Timings[c.Node] = *c.Timing
+}
+
+// pruneTimings drops the timings of nodes that may no longer hold the
+// storage.
+func (f *FSM) pruneTimings() {
+	s := &f.state
+	for n := range s.Timings {
+		_, former := s.Formers[n]
+		_, unconfirmed := s.Unconfirmed[n]
+		if n != s.Holder && !former && !unconfirmed && n != s.LeaseOf {
+			delete(s.Timings, n)
+		}
+	}
 }
 
 // addRecord inserts r, or replaces the record with r's ID, and returns the ID.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -154,5 +155,36 @@ func TestFormersKeptUntilAGatePasses(t *testing.T) {
 	apply(Command{Op: OpState, Node: "c", Epoch: 3, State: HolderMounted})
 	if v := f.View(); len(v.Formers) != 0 || v.LeaseOf != "" {
 		t.Fatalf("after c's gate: %+v %q", v.Formers, v.LeaseOf)
+	}
+}
+
+// A holder's advertised timing is kept while it may hold the storage (as
+// holder, former or unconfirmed), and dropped once it cannot; a timing no
+// fenced writes is refused.
+func TestAdvertisedTimings(t *testing.T) {
+	f := NewFSM(10)
+	long := &HolderTiming{Lease: 8 * time.Second, Margin: time.Second, Grace: 3 * time.Second}
+	apply(t, f, Command{Op: OpAcquire, Node: "a", Timing: long})
+	apply(t, f, Command{Op: OpState, Node: "a", Epoch: 1, State: HolderMounting, Timing: long})
+	short := &HolderTiming{Lease: 3 * time.Second, Margin: 500 * time.Millisecond, Grace: 2 * time.Second}
+	apply(t, f, Command{Op: OpAcquire, Node: "b", Timing: short})
+	v := f.View()
+	if v.Timings["a"] != *long || v.Timings["b"] != *short {
+		t.Fatalf("timings %+v", v.Timings)
+	}
+	// a is fenced: nothing of its may run any more.
+	apply(t, f, Command{Op: OpRecord, Record: &stonith.Record{Kind: stonith.KindFence, Target: "a", Action: "off", Executor: "b", Outcome: stonith.OutcomeSuccess}})
+	if _, ok := f.View().Timings["a"]; ok {
+		t.Fatalf("a's timing kept after its fence: %+v", f.View().Timings)
+	}
+	// An older version's acquire advertises none: the entry goes.
+	apply(t, f, Command{Op: OpAcquire, Node: "b"})
+	if _, ok := f.View().Timings["b"]; ok {
+		t.Fatal("a stale timing survived an acquire without one")
+	}
+	for _, bad := range []HolderTiming{{}, {Lease: -1, Margin: 1, Grace: 1}, {Lease: 2 * time.Hour, Margin: 1, Grace: 1}} {
+		if err, _ := apply(t, f, Command{Op: OpAcquire, Node: "c", Timing: &bad}).(error); err == nil {
+			t.Errorf("timing %+v accepted", bad)
+		}
 	}
 }

@@ -3,7 +3,12 @@ package quorum
 import (
 	"fmt"
 	"regexp"
+	"time"
 )
+
+// maxAdvertised bounds each duration of an advertised timing: fenced's
+// own never exceed ten minutes (tenure.MaxLease).
+const maxAdvertised = time.Hour
 
 // Bounds of a committed configuration fingerprint.
 const (
@@ -62,6 +67,13 @@ func (c *Command) check(s *State) error {
 	case OpAcquire, OpState, OpRelease, OpStandby:
 		if c.Node == "" {
 			return fmt.Errorf("%s: no node", c.Op)
+		}
+	}
+	if t := c.Timing; t != nil {
+		for _, d := range []time.Duration{t.Lease, t.Margin, t.Grace} {
+			if d <= 0 || d > maxAdvertised {
+				return fmt.Errorf("%s: advertised timing %+v outside (0, %s]", c.Op, *t, maxAdvertised)
+			}
 		}
 	}
 	switch c.Op {

@@ -3,6 +3,8 @@ package quorum
 import (
 	"context"
 	"crypto/cipher"
+	"crypto/rand"
+	"encoding/binary"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -91,7 +93,7 @@ type Membership struct {
 	metas   map[string][]byte
 	addrs   map[string]*memberlist.Node // see mlEvents.touch
 	framed  map[string]bool             // the node reads beacon frames (Meta.Beacon)
-	pending map[uint64]chan rpcMsg
+	pending map[uint64]pendingCall
 	metaCh  chan struct{}
 	changed chan struct{} // closed (and replaced) when a node joins, leaves or changes its metadata
 }
@@ -115,7 +117,14 @@ func JoinMembership(o MembershipOptions, initial Meta) (*Membership, error) {
 
 	m := &Membership{opts: o, log: log, stop: make(chan struct{}),
 		contact: map[string]time.Time{}, rtt: map[string]time.Duration{}, left: map[string]bool{}, metas: map[string][]byte{}, addrs: map[string]*memberlist.Node{}, framed: map[string]bool{},
-		pending: map[uint64]chan rpcMsg{}, metaCh: make(chan struct{}, 1), changed: make(chan struct{})}
+		pending: map[uint64]pendingCall{}, metaCh: make(chan struct{}, 1), changed: make(chan struct{})}
+	// Call IDs start at a random point: a late reply to a call of an
+	// earlier run of this daemon then matches no call of this one.
+	var seed [8]byte
+	if _, err := rand.Read(seed[:]); err != nil {
+		return nil, fmt.Errorf("gossip: call ids: %w", err)
+	}
+	m.seq.Store(binary.BigEndian.Uint64(seed[:]))
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.meta.Store(&initial)
 
@@ -374,6 +383,12 @@ func (m *Membership) peer(name string) *memberlist.Node {
 	return m.addrs[name]
 }
 
+// pendingCall is a call waiting for its reply, from the node it asked.
+type pendingCall struct {
+	node string
+	ch   chan rpcMsg
+}
+
 // ErrNoRoute is returned by Call when the node is not reachable by gossip.
 var ErrNoRoute = errors.New("node not reachable")
 
@@ -386,7 +401,7 @@ func (m *Membership) Call(ctx context.Context, node, method string, body []byte)
 	id := m.seq.Add(1)
 	ch := make(chan rpcMsg, 1)
 	m.mu.Lock()
-	m.pending[id] = ch
+	m.pending[id] = pendingCall{node: node, ch: ch}
 	m.mu.Unlock()
 	defer func() {
 		m.mu.Lock()
@@ -425,11 +440,18 @@ func (m *Membership) handleMsg(b []byte) {
 	}
 	if msg.Reply {
 		m.mu.Lock()
-		ch := m.pending[msg.ID]
+		call, ok := m.pending[msg.ID]
 		m.mu.Unlock()
-		if ch != nil {
+		switch {
+		case !ok:
+		case msg.From != call.node:
+			// Only the node asked answers: a reply from another (a
+			// call of an earlier run's ID, say) could end a lease
+			// bound early.
+			m.log.Warn("gossip: reply refused: not from the node asked", "id", msg.ID, "asked", call.node, "from", msg.From)
+		default:
 			select {
-			case ch <- msg:
+			case call.ch <- msg:
 			default:
 			}
 		}

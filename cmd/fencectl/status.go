@@ -103,6 +103,9 @@ func printStatus(w io.Writer, st *api.Status) {
 	if s.Ineligible != "" {
 		fmt.Fprintf(w, "           NOT ELIGIBLE for primacy: %s\n", cell(s.Ineligible))
 	}
+	if wd := s.Watchdog; wd != nil && wd.Armed && !wd.Advertised {
+		fmt.Fprintf(w, "           watchdog %s armed, NOT ADVERTISED for the watchdog level: %s\n", cell(wd.Device), cell(wd.Note))
+	}
 	for i, l := range configLines(st, true) {
 		label := "Config:   "
 		if i > 0 {

@@ -130,6 +130,20 @@ type SelfStatus struct {
 	// Ineligible says why this node may not take primacy now (its
 	// unfencing at start failed, a resource it cannot stop, ...).
 	Ineligible string `json:"ineligible,omitempty"`
+	// Watchdog is this node's watchdog device, when one is configured.
+	Watchdog *WatchdogStatus `json:"watchdog,omitempty"`
+}
+
+// WatchdogStatus is the node's watchdog: armed while it may hold the
+// storage, and advertised (for the watchdog fence level) only when its
+// timer keeps counting after the daemon dies.
+type WatchdogStatus struct {
+	Device     string  `json:"device"`
+	Armed      bool    `json:"armed"`
+	Advertised bool    `json:"advertised"`
+	TimeoutSec float64 `json:"timeoutSeconds,omitempty"`
+	// Note says why it is or is not advertised (once armed).
+	Note string `json:"note,omitempty"`
 }
 
 // NodeStatus is one configured node as gossip sees it.

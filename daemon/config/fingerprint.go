@@ -138,6 +138,9 @@ func (c *Config) ClusterValues() map[string]string {
 			if r.OCF != "" {
 				set(p+".ocf", r.OCF)
 			}
+			if r.ChecksTokens {
+				set(p+".checks_tokens", "true")
+			}
 			if r.Mount != nil {
 				mount(p+".mount", r.Mount, set)
 			}

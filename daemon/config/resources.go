@@ -49,6 +49,12 @@ type Resource struct {
 	// (OCF meta-data) or 20s. A stop is always bounded by what is left of
 	// timing.grace.
 	Timeouts ResourceTimeouts `yaml:"timeouts,omitempty"`
+	// ChecksTokens declares that this resource refuses work carrying an
+	// epoch below the highest it has seen (FENCED_EPOCH). storage.
+	// checks_tokens: true declares it for every mount and hooks resource.
+	// Only when every resource of the group checks tokens may a former
+	// holder be taken over by lease expiry.
+	ChecksTokens bool `yaml:"checks_tokens,omitempty"`
 }
 
 // ResourceTimeouts are per-action time limits.
@@ -95,6 +101,36 @@ func (r Resource) AllParams() map[string]string {
 func (r Resource) Agent() (provider, typ string) {
 	provider, typ, _ = strings.Cut(r.OCF, ":")
 	return provider, typ
+}
+
+// TokenChecks says how the group checks tokens: storage, some resource
+// (the storage) refuses stale writers; unchecked, some resource checks no
+// tokens (a floating address, a service that does not read FENCED_EPOCH).
+// Lease expiry confirms a former holder stopped only with storage and not
+// unchecked (package tenure, Machine.expiry).
+func (c *Config) TokenChecks() (storage, unchecked bool) {
+	if len(c.Resources) == 0 {
+		return c.Storage.ChecksTokens, false
+	}
+	for _, r := range c.Resources {
+		if r.ChecksTokens || c.Storage.ChecksTokens && (r.Kind() == "mount" || r.Kind() == "hooks") {
+			storage = true
+		} else {
+			unchecked = true
+		}
+	}
+	return storage, unchecked
+}
+
+// Unchecked lists the resources that check no tokens (their names).
+func (c *Config) Unchecked() []string {
+	var names []string
+	for _, r := range c.Resources {
+		if !(r.ChecksTokens || c.Storage.ChecksTokens && (r.Kind() == "mount" || r.Kind() == "hooks")) {
+			names = append(names, r.Name)
+		}
+	}
+	return names
 }
 
 // StorageSet reports whether the storage shorthand is used (a mount or a

@@ -235,8 +235,21 @@ func (d *Driver) Shutdown() { d.Post(tenure.ShutdownAsked{}) }
 
 // viewOf is the replicated state as the machine reads it.
 func viewOf(v quorum.View) tenure.View {
-	return tenure.View{Epoch: v.Epoch, Holder: v.Holder, HolderState: v.HolderState, LeaseOf: v.LeaseOf, Formers: v.Formers,
+	tv := tenure.View{Epoch: v.Epoch, Holder: v.Holder, HolderState: v.HolderState, LeaseOf: v.LeaseOf, Formers: v.Formers,
 		Unconfirmed: v.Unconfirmed, Standby: v.Standby, Watchdogs: v.Watchdogs}
+	if len(v.Timings) > 0 {
+		tv.Timings = make(map[string]tenure.Timing, len(v.Timings))
+		for n, t := range v.Timings {
+			tv.Timings[n] = tenure.Timing{Lease: t.Lease, Margin: t.Margin, Grace: t.Grace}
+		}
+	}
+	return tv
+}
+
+// timing is what this node advertises of its own lease timing.
+func (d *Driver) timing() *quorum.HolderTiming {
+	t := d.cfg.Machine.Timing
+	return &quorum.HolderTiming{Lease: t.Lease, Margin: t.Margin, Grace: t.Grace}
 }
 
 // Step advances the machine by one input (the next queued event, if any)
@@ -351,7 +364,7 @@ func (d *Driver) act(a tenure.Action) {
 	switch a := a.(type) {
 	case tenure.Acquire:
 		d.write(func(done func()) {
-			log.Acquire(quorum.Command{Op: quorum.OpAcquire, Node: self, Time: d.env.Clock.Wall()}, a.T0, func(res any, err error) {
+			log.Acquire(quorum.Command{Op: quorum.OpAcquire, Node: self, Time: d.env.Clock.Wall(), Timing: d.timing()}, a.T0, func(res any, err error) {
 				defer done()
 				if err != nil {
 					lg.Warn("acquire epoch", "err", err)
@@ -417,7 +430,8 @@ func (d *Driver) act(a tenure.Action) {
 			// Armed first: the advertisement must be true from the moment
 			// the storage may start.
 			wd := fx.ArmWatchdog()
-			log.Apply(quorum.Command{Op: quorum.OpState, Node: self, Epoch: a.Epoch, State: quorum.HolderMounting, Watchdog: wd}, func(_ any, err error) {
+			log.Apply(quorum.Command{Op: quorum.OpState, Node: self, Epoch: a.Epoch, State: quorum.HolderMounting, Watchdog: wd,
+				Timing: d.timing()}, func(_ any, err error) {
 				d.post(tenure.MountIntentDone{Epoch: a.Epoch, Err: err})
 				done()
 			})

@@ -26,6 +26,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -175,6 +176,44 @@ func (m *Manager) Monitor(ctx context.Context) error {
 	return m.runHook(ctx, "monitor", m.hooks.Monitor)
 }
 
+// hidden describes where our device is mounted other than on top of our
+// mountpoint: beneath something mounted over it, or somewhere else ("" if
+// nowhere). Every entry of the table counts, not only what shows at the
+// mountpoint: a filesystem mounted over ours hides it from a check of the
+// top alone, and a stop that returned then would leave it mounted.
+func (m *Manager) hidden() (string, error) {
+	entries, err := readMountinfo(m.MountInfo)
+	if err != nil {
+		return "", fmt.Errorf("storage: reading the mount table: %w", err)
+	}
+	if m.bind {
+		// A bind mount's table entry names the underlying device, not the
+		// source directory: only what shows at the mountpoint can be told.
+		return "", nil
+	}
+	mp := canonical(m.mount.Mountpoint)
+	top, _ := topMount(entries, mp)
+	var where []string
+	for _, e := range entries {
+		if !m.ourSource(e) {
+			continue
+		}
+		if e.mountpoint == mp {
+			where = append(where, fmt.Sprintf("%s beneath %s (%s)", mp, top.source, top.fstype))
+		} else {
+			where = append(where, e.mountpoint)
+		}
+	}
+	return strings.Join(where, ", "), nil
+}
+
+// ourSource reports whether e is our device (the same type, if one is
+// configured).
+func (m *Manager) ourSource(e mountEntry) bool {
+	sameSource := e.source == m.mount.Device || canonical(e.source) == canonical(m.mount.Device)
+	return sameSource && (m.mount.FSType == "" || e.fstype == m.mount.FSType)
+}
+
 // mounted reports whether our device is what is mounted at the
 // mountpoint; other describes a foreign mount found there instead.
 func (m *Manager) mounted() (ours bool, other string, err error) {
@@ -238,7 +277,8 @@ func (m *Manager) mountFS() error {
 }
 
 // unmountFS unmounts our mount, retrying while the filesystem is busy until
-// ctx ends. Not mounted is success.
+// ctx ends. Not mounted anywhere is success; our device still mounted
+// beneath another filesystem, or elsewhere, is a failed stop.
 func (m *Manager) unmountFS(ctx context.Context) error {
 	mt := m.mount
 	for try := 1; ; try++ {
@@ -247,6 +287,13 @@ func (m *Manager) unmountFS(ctx context.Context) error {
 			return err
 		}
 		if !ours {
+			where, err := m.hidden()
+			if err != nil {
+				return err
+			}
+			if where != "" {
+				return fmt.Errorf("storage: %s is still mounted at %s: it cannot be unmounted without removing what is mounted over it or elsewhere, so it is not stopped", mt.Device, where)
+			}
 			if other != "" {
 				m.log.Warn("storage: something else is mounted on the mountpoint; leaving it", "mountpoint", mt.Mountpoint, "found", other)
 			}

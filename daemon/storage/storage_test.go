@@ -275,6 +275,45 @@ func TestMountTmpfs(t *testing.T) {
 	}
 }
 
+// Our filesystem with another mounted over it is not stopped: Stop fails
+// (the daemon self-fences) rather than report success with the device
+// still mounted beneath, and the probe says it runs here. Once the other
+// is gone, Stop unmounts ours.
+func TestStopFailsWhenOursIsBeneath(t *testing.T) {
+	requireRoot(t)
+	_, mp := tmpfsDir(t)
+	m := newManager(t, config.Storage{Mount: &config.Mount{Device: "fenced-test", Mountpoint: mp, FSType: "tmpfs"}})
+	ctx := ctxFor(t, 10*time.Second)
+	if err := m.Start(ctx, 1, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("someone-else", mp, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	err := m.Stop(ctx)
+	if err == nil || !strings.Contains(err.Error(), "fenced-test is still mounted at "+mp+" beneath someone-else (tmpfs)") {
+		t.Fatalf("stop with ours beneath another: %v", err)
+	}
+	if running, err := m.Running(ctx); err != nil || !running {
+		t.Fatalf("probe with ours beneath another: running %v, %v", running, err)
+	}
+	if n, _ := countMounts(t, mp); n != 2 {
+		t.Fatalf("%d mounts, want both left as they were", n)
+	}
+	if err := unix.Unmount(mp, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := countMounts(t, mp); n != 0 {
+		t.Fatalf("after stop: %d mounts", n)
+	}
+	if running, err := m.Running(ctx); err != nil || running {
+		t.Fatalf("probe after stop: running %v, %v", running, err)
+	}
+}
+
 // A foreign filesystem on the mountpoint is never mounted over, nor
 // unmounted by Stop.
 func TestMountRefusesForeignMount(t *testing.T) {

@@ -131,6 +131,11 @@ type View struct {
 	// Watchdogs are the watchdog timeouts nodes in Unconfirmed advertised
 	// with their mount intent.
 	Watchdogs map[string]time.Duration
+	// Timings are the lease timings holders advertised with their grant
+	// and mount intent (Lease, Margin and Grace): what a successor must
+	// wait out for each, whatever its own timing (a change of timing
+	// rolling through the cluster leaves holders on the old one).
+	Timings map[string]Timing
 }
 
 // Grant is a committed acquire: this node holds Epoch.
@@ -163,8 +168,16 @@ type Config struct {
 	Fenceable map[string]bool
 	// TokenStorage: the storage refuses writes with an epoch below the
 	// highest it has seen, so a former holder that cannot be fenced is
-	// taken over once its lease has certainly ended.
+	// taken over once its lease and its stop deadline have certainly
+	// ended — provided nothing else of the group runs there unchecked
+	// (Unchecked).
 	TokenStorage bool
+	// Unchecked: the group runs a resource that checks no tokens (a
+	// floating address, a service). Lease expiry then confirms nothing: a
+	// holder whose daemon crashed leaves such a resource running, and
+	// nothing tells a successor that its stop ever ran; only a fence, the
+	// watchdog or an admin does.
+	Unchecked bool
 	// WatchdogLevel lists the nodes whose topology ends with the
 	// watchdog level.
 	WatchdogLevel map[string]bool
@@ -381,13 +394,13 @@ type Machine struct {
 	previous    string // holder before this grant (for the storage)
 	t0          Time   // start of the acquire
 	actingUntil Time
-	leaseEnd    Time // former holder's lease certainly over (Waiting)
-	grantEnd    Time // every earlier holder's lease certainly over
+	grantAt     Time // when the grant committed: every earlier renewal came before
+	bound       Time // the majority's bound on LeaseOf's last renewal (when bounded)
 	vanishAt    Time // a former that has not released by then is fenced
 	fenceFailed map[string]bool
 	expiring    bool            // an Expire is under way
 	expireAt    Time            // next Expire attempt after a failed one
-	bounded     bool            // the majority bound was applied
+	bounded     bool            // bound was learned
 	triedFormer map[string]bool // former holders fenced once (they vanished)
 	fenceAt     Time            // next fence attempt while Blocked
 	backoff     time.Duration
@@ -502,7 +515,10 @@ func (m *Machine) Wake(now Time) Time {
 		}
 		switch m.phase {
 		case Waiting, Blocked:
-			at(m.leaseEnd, m.grantEnd, m.vanishAt, m.fenceAt, m.expireAt)
+			at(m.vanishAt, m.fenceAt, m.expireAt)
+			for _, f := range m.formers(m.lastView) {
+				at(m.formerEnd(f, m.lastView))
+			}
 			for _, n := range m.pending(m.lastView) {
 				if e, _, ok := m.expiry(n, m.lastView); ok {
 					at(e)
@@ -581,11 +597,10 @@ func (m *Machine) handle(in Input, e Event) []Action {
 		m.phase = Waiting
 		m.epoch, m.previous = g.Epoch, g.Previous
 		m.actingUntil = t.ActingUntil(m.t0)
-		// The acquire committed after the former holder's last renewal
-		// did: waiting lease + margin from here covers that lease; a
-		// majority's answers may bound it sooner.
-		m.leaseEnd = t.SuccessorWait(in.Now)
-		m.grantEnd = m.leaseEnd
+		// The acquire committed after every former holder's last renewal
+		// did: waiting lease + margin from here covers those leases; a
+		// majority's answers may bound the newest's sooner (formerEnd).
+		m.grantAt = in.Now
 		m.vanishAt = in.Now.Add(min(t.Heartbeat, t.Lease/4))
 		m.fenceFailed, m.expiring, m.expireAt = map[string]bool{}, false, 0
 		m.bounded, m.triedFormer = false, map[string]bool{}
@@ -610,8 +625,7 @@ func (m *Machine) handle(in Input, e Event) []Action {
 		if e.Epoch != m.epoch || !m.holding() || !e.OK || m.bounded {
 			return nil
 		}
-		m.bounded = true
-		m.leaseEnd = min(m.leaseEnd, t.SuccessorWait(e.Bound))
+		m.bounded, m.bound = true, e.Bound
 	case FenceDone:
 		if e.Epoch != m.epoch || m.phase != Fencing {
 			return nil
@@ -957,12 +971,27 @@ func (m *Machine) formers(v View) []string {
 	return slices.Sorted(maps.Keys(set))
 }
 
-// formerEnd is when former f's lease has certainly ended.
+// formerEnd is when node f's lease has certainly ended, by the longer of
+// its advertised timing and this node's: lease + margin after the grant
+// (every renewal of f's came before it), or for the newest former holder
+// after the point a majority bounds its last renewal by, if sooner.
 func (m *Machine) formerEnd(f string, v View) Time {
-	if f == v.LeaseOf {
-		return m.leaseEnd
+	t := m.timingOf(f, v)
+	end := t.SuccessorWait(m.grantAt)
+	if f == v.LeaseOf && m.bounded {
+		end = min(end, t.SuccessorWait(m.bound))
 	}
-	return m.grantEnd
+	return end
+}
+
+// timingOf is the timing to wait out for node f: field by field the
+// longer of what f advertised and this node's own.
+func (m *Machine) timingOf(f string, v View) Timing {
+	t := m.cfg.Timing
+	if a, ok := v.Timings[f]; ok {
+		t.Lease, t.Margin, t.Grace = max(t.Lease, a.Lease), max(t.Margin, a.Margin), max(t.Grace, a.Grace)
+	}
+	return t
 }
 
 // expiry returns when node n, which may still run the storage, is
@@ -971,19 +1000,20 @@ func (m *Machine) formerEnd(f string, v View) Time {
 //
 // n's last renewal started before this node's grant committed (a renewal
 // is a barrier of n's term, and this grant is of a later one), so n stopped
-// acting at the latest a lease after the grant: grant + lease + margin
-// covers it, and for the former holder a majority's answers may bound it
-// sooner (BoundOf). Storage that checks tokens refuses n's late writes
-// from then on; a watchdog n armed and fed only while its lease was valid
-// has reset it by then plus its timeout.
+// acting at the latest a lease after the grant (formerEnd; for the former
+// holder a majority's answers may bound it sooner, BoundOf), by the longer
+// of n's advertised timing and this node's. A watchdog n armed and fed
+// only while its lease was valid has reset it by then plus its timeout.
+// Storage that checks tokens refuses n's late writes from then on; but n
+// may still be stopping what it ran for up to its grace, and only when
+// every resource of the group checks tokens does that not matter: a
+// resource that does not (Unchecked) is left running by a holder whose
+// daemon crashed, and nothing says its stop ever ran.
 func (m *Machine) expiry(n string, v View) (at Time, kind string, ok bool) {
-	base := m.grantEnd
-	if n == v.LeaseOf {
-		base = m.leaseEnd
-	}
+	base := m.formerEnd(n, v)
 	switch {
-	case m.cfg.TokenStorage:
-		return base, ExpiryLease, true
+	case m.cfg.TokenStorage && !m.cfg.Unchecked:
+		return base.Add(m.timingOf(n, v).Grace), ExpiryLease, true
 	case m.cfg.WatchdogLevel[n] && v.Watchdogs[n] > 0:
 		return base.Add(v.Watchdogs[n]), ExpiryWatchdog, true
 	}

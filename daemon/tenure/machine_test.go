@@ -199,7 +199,7 @@ func TestBoundShortensTheWait(t *testing.T) {
 	r.want(r.grant(2, Grant{LeaseOf: "b"}), Waiting, AskBound{})
 	bound := r.now.Add(-2 * time.Second) // the majority last heard from b 2s ago
 	r.want(r.step(BoundDone{Epoch: 2, Bound: bound, OK: true}), Waiting)
-	if w := r.m.leaseEnd; w != bound.Add(testTiming.Lease+testTiming.Margin) {
+	if w := r.m.formerEnd("b", r.m.lastView); w != bound.Add(testTiming.Lease+testTiming.Margin) {
 		t.Fatalf("wait ends %v, want bound + lease + margin %v", w, bound.Add(testTiming.Lease+testTiming.Margin))
 	}
 	r.now = bound.Add(testTiming.Lease + testTiming.Margin)
@@ -209,7 +209,7 @@ func TestBoundShortensTheWait(t *testing.T) {
 	r2.grant(2, Grant{LeaseOf: "b"})
 	r2.step(BoundDone{Epoch: 1, Bound: 0, OK: true})
 	r2.step(BoundDone{Epoch: 2, Bound: 0, OK: false})
-	if w := r2.m.leaseEnd; w != r2.now.Add(testTiming.Lease+testTiming.Margin) {
+	if w := r2.m.formerEnd("b", r2.m.lastView); w != r2.now.Add(testTiming.Lease+testTiming.Margin) {
 		t.Fatalf("ignored bound moved the wait: %v", w)
 	}
 }
@@ -576,10 +576,11 @@ func TestTokenStorageTakesOverAtLeaseExpiry(t *testing.T) {
 	r.view.Unconfirmed["b"] = 1
 	acts := r.grant(2, Grant{LeaseOf: "b"})
 	r.want(acts, Waiting, AskBound{}) // no devices: wait, do not block
-	end := r.now.Add(testTiming.Lease + testTiming.Margin)
+	// Its lease, and then its stop (up to grace), must have ended.
+	end := r.now.Add(testTiming.Lease + testTiming.Margin + testTiming.Grace)
 	for r.now < end {
 		if acts := r.step(nil); r.m.Phase() != Waiting {
-			t.Fatalf("left the wait %s before lease + margin: %s", end.Sub(r.now), names(acts))
+			t.Fatalf("left the wait %s before lease + margin + grace: %s", end.Sub(r.now), names(acts))
 		}
 		r.now = r.m.Wake(r.now)
 	}
@@ -608,18 +609,87 @@ func TestTokenStorageFencesFirstAndBoundShortensTheWait(t *testing.T) {
 	r.now = r.m.fenceAt
 	r.want(r.step(nil), Fencing, Record{}, Fence{})
 	r.want(r.step(FenceDone{Epoch: 2, Failed: map[string]string{"b": "BMC unreachable"}}), Waiting)
-	end := bound.Add(testTiming.Lease + testTiming.Margin)
-	r.now = end - 1
-	acts = r.step(nil)
-	if r.m.expiring {
-		t.Fatalf("expired before bound + lease + margin: %s", names(acts))
+	end := bound.Add(testTiming.Lease + testTiming.Margin + testTiming.Grace)
+	// Time passes (renewals answered, fence retries failing) up to the
+	// end of the wait: no expiry before it, one at it.
+	var acts2 []Action
+	for r.now < end {
+		r.now = min(r.m.Wake(r.now), end)
+		acts2 = r.step(nil)
+		if r.m.Phase() == Fencing {
+			acts2 = append(acts2, r.step(FenceDone{Epoch: 2, Failed: map[string]string{"b": "BMC unreachable"}})...)
+		}
+		for _, a := range acts2 {
+			if _, ok := a.(Expire); ok && r.now < end {
+				t.Fatalf("expired %s before bound + lease + margin + grace", end.Sub(r.now))
+			}
+		}
 	}
-	if r.m.Phase() == Fencing { // the retry came due meanwhile, and fails
-		r.step(FenceDone{Epoch: 2, Failed: map[string]string{"b": "BMC unreachable"}})
+	if e := find[Expire](t, acts2); e.Targets["b"] != ExpiryLease {
+		t.Fatal(e)
 	}
-	r.now = end
-	acts = r.step(nil)
-	if e := find[Expire](t, acts); e.Targets["b"] != ExpiryLease {
+}
+
+func TestUncheckedResourceNeverExpires(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.Storage, c.TokenStorage, c.Unchecked = true, true, true; c.Fenceable = map[string]bool{} })
+	r.view.Unconfirmed["b"] = 1
+	r.want(r.grant(2, Grant{LeaseOf: "b"}), Blocked, AskBound{}, Record{})
+	for range 50 {
+		w := r.m.Wake(r.now)
+		if w == Never {
+			break
+		}
+		r.now = w
+		for _, a := range r.step(nil) {
+			if _, ok := a.(Expire); ok {
+				t.Fatal("expired a holder whose group runs a resource that checks no tokens")
+			}
+		}
+	}
+	if r.m.Phase() != Blocked || !strings.Contains(r.m.BlockedReason(), "fencectl confirm") {
+		t.Fatalf("phase %s, blocked %q", r.m.Phase(), r.m.BlockedReason())
+	}
+}
+
+// Each holder's advertised timing is waited out, when longer than this
+// node's: a holder still on a longer lease (a change of timing rolling
+// through the cluster) is not outlived.
+func TestAdvertisedTimingIsWaitedOut(t *testing.T) {
+	long := testTiming
+	long.Lease, long.Margin, long.Grace = 4*testTiming.Lease, 2*testTiming.Margin, 3*testTiming.Grace
+	r := newRig(t, func(c *Config) { c.Fenceable = map[string]bool{} })
+	r.view.Timings = map[string]Timing{"b": long}
+	granted := r.now
+	r.want(r.grant(2, Grant{LeaseOf: "b"}), Waiting, AskBound{})
+	// A bound shortens the wait by b's own lease, not this node's.
+	bound := r.now.Add(-time.Second)
+	r.step(BoundDone{Epoch: 2, Bound: bound, OK: true})
+	end := min(granted, bound).Add(long.Lease + long.Margin)
+	for r.now < end {
+		if acts := r.step(nil); r.m.Phase() != Waiting {
+			t.Fatalf("left the gate %s before b's lease + margin: %s", end.Sub(r.now), names(acts))
+		}
+		r.now = r.m.Wake(r.now)
+	}
+	r.want(r.step(nil), Serving, Record{})
+
+	// The watchdog level waits from b's lease too, and token expiry adds
+	// b's grace.
+	r = newRig(t, func(c *Config) { c.Storage, c.TokenStorage = true, true; c.Fenceable = map[string]bool{} })
+	r.view.Unconfirmed["b"] = 1
+	r.view.Timings = map[string]Timing{"b": long}
+	granted = r.now
+	r.grant(2, Grant{LeaseOf: "b"})
+	end = granted.Add(long.Lease + long.Margin + long.Grace)
+	for r.now < end {
+		for _, a := range r.step(nil) {
+			if _, ok := a.(Expire); ok {
+				t.Fatalf("expired %s before b's lease + margin + grace", end.Sub(r.now))
+			}
+		}
+		r.now = r.m.Wake(r.now)
+	}
+	if e := find[Expire](t, r.step(nil)); e.Targets["b"] != ExpiryLease {
 		t.Fatal(e)
 	}
 }

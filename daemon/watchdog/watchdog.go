@@ -17,6 +17,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,6 +28,10 @@ import (
 // Device is an armed watchdog. It is safe for concurrent use.
 type Device struct {
 	path string
+	// keeps and why: whether the timer keeps counting once the device is
+	// closed without the magic character (see Keeps).
+	keeps bool
+	why   string
 
 	mu      sync.Mutex
 	f       *os.File
@@ -53,11 +59,80 @@ func Arm(path string, timeout time.Duration) (*Device, error) {
 	if secs, err := unix.IoctlGetInt(fd, unix.WDIOC_GETTIMEOUT); err == nil && secs > 0 {
 		d.timeout = time.Duration(secs) * time.Second
 	}
+	var opts Options
+	if info, err := unix.IoctlGetWatchdogInfo(fd); err == nil {
+		opts.Known, opts.MagicClose = true, info.Options&unix.WDIOF_MAGICCLOSE != 0
+	} else if so, ok := standInOptions(); ok && (errors.Is(err, unix.ENOTTY) || errors.Is(err, unix.EINVAL)) {
+		opts = so
+	}
+	if !opts.NoWayOutKnown {
+		opts.NoWayOut, opts.NoWayOutKnown = nowayout(f)
+	}
+	d.keeps, d.why = Keeps(opts)
 	if err := d.Pet(); err != nil {
 		d.abandon()
 		return nil, err
 	}
 	return d, nil
+}
+
+// Options are what is known of a device's behaviour at close.
+type Options struct {
+	// Known: the driver answered WDIOC_GETSUPPORT; MagicClose is its
+	// WDIOF_MAGICCLOSE.
+	Known, MagicClose bool
+	// NoWayOutKnown: the kernel says whether nowayout is set (sysfs).
+	NoWayOutKnown, NoWayOut bool
+}
+
+// Keeps decides whether an armed watchdog keeps counting after the
+// process that armed it dies, and says why in words for status and logs.
+func Keeps(o Options) (bool, string) {
+	switch {
+	case o.NoWayOutKnown && o.NoWayOut:
+		return true, "nowayout is set: nothing stops the timer once armed"
+	case o.Known && o.MagicClose:
+		return true, "the driver has magic close: only the magic character stops the timer"
+	case o.Known:
+		return false, "the driver has no magic close and nowayout is off: the daemon's exit (a kill, the OOM killer) stops the timer, so a dead daemon leaves the node running; boot with the driver's nowayout=1 to use the watchdog fence level"
+	}
+	return false, "the device answers no watchdog ioctls: whether it keeps counting after the daemon exits cannot be told"
+}
+
+// Keeps reports whether the timer keeps counting after the device is
+// closed without the magic character (the daemon killed), and why.
+func (d *Device) Keeps() (bool, string) { return d.keeps, d.why }
+
+// nowayout reads the kernel's nowayout for the watchdog f is (its sysfs
+// class entry); ok is false when it cannot be told.
+func nowayout(f *os.File) (set, ok bool) {
+	var st unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFCHR {
+		return false, false
+	}
+	maj, min := unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev))
+	dir := ""
+	if maj == 10 && min == 130 {
+		// /dev/watchdog, the legacy misc device: the first watchdog's.
+		dir = "/sys/class/watchdog/watchdog0"
+	} else {
+		entries, _ := os.ReadDir("/sys/class/watchdog")
+		want := fmt.Sprintf("%d:%d", maj, min)
+		for _, e := range entries {
+			b, err := os.ReadFile(filepath.Join("/sys/class/watchdog", e.Name(), "dev"))
+			if err == nil && strings.TrimSpace(string(b)) == want {
+				dir = filepath.Join("/sys/class/watchdog", e.Name())
+			}
+		}
+	}
+	if dir == "" {
+		return false, false
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "nowayout"))
+	if err != nil {
+		return false, false
+	}
+	return strings.TrimSpace(string(b)) == "1", true
 }
 
 // Timeout is how long after the last feed the device resets the node.

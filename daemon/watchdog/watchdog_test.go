@@ -3,6 +3,7 @@ package watchdog
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -61,5 +62,44 @@ func TestArmFeedDisarmOnAFIFO(t *testing.T) {
 func TestArmMissingDevice(t *testing.T) {
 	if _, err := Arm(filepath.Join(t.TempDir(), "none"), time.Second); err == nil {
 		t.Fatal("armed a missing device")
+	}
+}
+
+// TestKeeps: a watchdog is trusted to reset a node whose daemon died only
+// with magic close or nowayout; a device that answers no watchdog ioctls
+// (the FIFO) cannot be told, so it is not.
+func TestKeeps(t *testing.T) {
+	for _, c := range []struct {
+		o    Options
+		want bool
+		why  string
+	}{
+		{Options{Known: true, MagicClose: true}, true, "magic close"},
+		{Options{Known: true}, false, "no magic close and nowayout is off"},
+		{Options{Known: true, NoWayOutKnown: true, NoWayOut: true}, true, "nowayout is set"},
+		{Options{NoWayOutKnown: true}, false, "answers no watchdog ioctls"},
+		{Options{}, false, "answers no watchdog ioctls"},
+	} {
+		got, why := Keeps(c.o)
+		if got != c.want || !strings.Contains(why, c.why) {
+			t.Errorf("Keeps(%+v) = %v, %q; want %v, …%s…", c.o, got, why, c.want, c.why)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "wd")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	d, err := Arm(path, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Disarm()
+	if keeps, why := d.Keeps(); keeps || !strings.Contains(why, "answers no watchdog ioctls") {
+		t.Fatalf("a FIFO: keeps %v, %q", keeps, why)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fenced/fenced/daemon/driver"
 	"github.com/fenced/fenced/daemon/tenure"
+	"github.com/fenced/fenced/daemon/watchdog"
 	"github.com/fenced/fenced/stonith"
 )
 
@@ -116,6 +117,10 @@ func (e simEffects) ArmWatchdog() time.Duration {
 			p.timer(every, feed)
 		}
 		p.timer(every, feed)
+	}
+	// As the daemon: advertised only if the timer survives the daemon.
+	if keeps, _ := watchdog.Keeps(watchdog.Options{Known: true, MagicClose: wd.magic}); !keeps {
+		return 0
 	}
 	return wd.timeout
 }

@@ -84,7 +84,7 @@ func (p *proc) start() {
 	storage := sc.Storage && !witness
 	cfg := driver.Config{Nodes: nodes, Majority: w.majority, Probe: storage, Machine: tenure.Config{
 		Self: n.name, Timing: n.timing(), Storage: storage, MonitorInterval: n.profile().monitor,
-		Witness: witness, Fenceable: fenceable, TokenStorage: sc.Tokens, WatchdogLevel: wdLevel,
+		Witness: witness, Fenceable: fenceable, TokenStorage: sc.Tokens, Unchecked: sc.VIP, WatchdogLevel: wdLevel,
 	}}
 	if has(sc.SCSI, n.id) {
 		cfg.Unfence = &driver.UnfencePlan{Devices: []string{"scsi"}}
