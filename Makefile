@@ -35,12 +35,15 @@ test: test-deps lint
 # The nemesis (see README, "How safety is tested"): random faults against
 # real processes on simulated machines with a shared ext4, then the checker.
 # Root. Default timing (lease 3s); TIMING=ci for the CI profile (lease 1.5s).
-FAULTS ?= 1000
-NODES  ?= 5
-TIMING ?= default
+# PROFILE=tokens: storage that checks tokens, one node without a fence
+# topology (takeovers from it by lease expiry).
+FAULTS  ?= 1000
+NODES   ?= 5
+TIMING  ?= default
+PROFILE ?= fence
 nemesis: build
 	$(GO) build -o bin/nemesis ./harness/nemesis/cmd/nemesis
-	./bin/nemesis run --nodes $(NODES) --faults $(FAULTS) --seed $(or $(SEED),0) --timing $(TIMING) \
+	./bin/nemesis run --nodes $(NODES) --faults $(FAULTS) --seed $(or $(SEED),0) --timing $(TIMING) --profile $(PROFILE) \
 		--fenced bin/fenced --fencectl bin/fencectl --lab bin/fenced-lab $(if $(DIR),--dir $(DIR))
 
 # go vet and staticcheck (pinned; fetched through the module proxy), both

@@ -250,7 +250,7 @@ func (d *Daemon) StatusNow() Status {
 	s.Quorum = api.QuorumStatus{Configured: len(d.cfg.Nodes), Seen: seen, Needed: d.cfg.Majority(), Leader: d.raft.Leader()}
 	s.Quorum.Have = s.Quorum.Leader != "" && seen >= s.Quorum.Needed
 	s.Primary = api.PrimaryInfo{Node: st.Holder, Epoch: st.Epoch, State: st.HolderState, Blocked: st.HolderState == quorum.HolderBlocked,
-		Reason: st.Reason, Previous: st.Previous, Unconfirmed: st.Unconfirmed}
+		Reason: st.Reason, Previous: st.Previous, Unconfirmed: st.Unconfirmed, Unclean: st.Unclean}
 	s.Self = api.SelfStatus{Role: d.Role(), Acting: d.Acting(), Epoch: d.Epoch(), KnownEpoch: st.Epoch,
 		LeaseLeftSec: d.LeaseLeft().Seconds(), Storage: d.Storage(), Raft: d.raft.RaftState(), Term: d.raft.Term(),
 		Standby: st.Standby[d.self], Ineligible: d.Ineligible(), Watchdog: d.watchdogStatus()}

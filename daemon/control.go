@@ -63,7 +63,7 @@ func (d *Daemon) driverConfig() driver.Config {
 	}
 	_, probe := d.opts.Resource.(prober)
 	return driver.Config{Machine: d.machineConfig(), Nodes: nodes, Majority: d.cfg.Majority(), Logger: d.log,
-		Probe: probe, Unfence: unfencePlan(d.unfence)}
+		Probe: probe, Unfence: unfencePlan(d.unfence), Boot: d.boot}
 }
 
 // do runs f on the control loop; it reports false (and drops f) once the
@@ -303,6 +303,11 @@ func (p gossipPeers) Forward(c quorum.Command, done func(error)) {
 	})
 }
 
+func (p gossipPeers) Boot(node string) string {
+	m, _ := p.d.members.LastMeta(node)
+	return m.Boot
+}
+
 func (p gossipPeers) Contact(ctx context.Context, node, leader string, done func(time.Duration, bool, bool)) {
 	d := p.d
 	body, _ := json.Marshal(contactReq{Leader: leader})
@@ -333,7 +338,9 @@ type effects struct{ d *Daemon }
 
 func (e effects) Fence(s *driver.Scope, req stonith.Request, done func(stonith.Record)) {
 	d := e.d
-	req.Topology = topology(d.config(), req.Target)
+	cfg := d.config()
+	req.Topology = topology(cfg, req.Target)
+	markStorageLevels(cfg, d.registry(), req.Topology)
 	req.OnProgress = func(r stonith.Record) {
 		if _, err := d.raft.Apply(quorum.Command{Op: quorum.OpRecord, Record: &r}, d.commitTimeout()); err != nil {
 			d.log.Warn("commit fence progress", "fence_id", r.ID, "err", err)
@@ -415,9 +422,15 @@ func (e effects) Unfence(s *driver.Scope, done func(stonith.Record, bool)) {
 	})
 }
 
-func (e effects) ArmWatchdog() time.Duration { return e.d.armWatchdog() }
-func (e effects) DisarmWatchdog()            { e.d.disarmWatchdog() }
-func (e effects) SelfFence(reason string)    { e.d.opts.SelfFence(reason) }
+func (e effects) Exit(reason string) {
+	e.d.log.Error("SELF-FENCE FAILED: this node could not reset itself; the daemon exits, and its probe at the next start tries the stop again",
+		"reason", reason)
+	e.d.opts.Exit(reason)
+}
+
+func (e effects) ArmWatchdog() time.Duration   { return e.d.armWatchdog() }
+func (e effects) DisarmWatchdog()              { e.d.disarmWatchdog() }
+func (e effects) SelfFence(reason string) bool { return e.d.opts.SelfFence(reason) }
 
 // runFence runs req through the driver (commit, engine, commit) and waits
 // for its record: admin fences from the API.

@@ -53,8 +53,13 @@ type Options struct {
 	Resource Resource
 	// Registry resolves agents; nil means agents.Default.
 	Registry *agents.Registry
-	// SelfFence resets this node when a demotion cannot finish in time.
-	SelfFence func(reason string)
+	// SelfFence resets this node when a demotion cannot finish in time; it
+	// reports false when no reset is under way (no watchdog, sysrq
+	// refused).
+	SelfFence func(reason string) (resetting bool)
+	// Exit ends the process after a self-fence that could not reset the
+	// node (default: exit status 70, so the service manager restarts it).
+	Exit func(reason string)
 	// Raft carries test-only raft settings: Transport replaces the TCP
 	// transport, InMemory keeps the log in memory (in-process tests).
 	Raft quorum.RaftOptions
@@ -104,6 +109,7 @@ type Daemon struct {
 	wdMu  sync.Mutex
 	wd    *watchdog.Device // armed while this node may hold the storage
 	wdWhy string           // why it is (not) advertised, for status
+	boot  string           // this machine's boot ID
 
 	ineligibleMu sync.Mutex
 	ineligible   map[string]string // source → why this node may not take primacy
@@ -149,14 +155,18 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 	d.lastBeat.Store(int64(d.started))
 	d.view.Store(&tenureView{role: RoleSecondary, storage: tenure.StorageStopped})
 	if opts.SelfFence == nil {
-		d.opts.SelfFence = func(reason string) { selfFence(cfg.Watchdog.Device, d.abandonWatchdog(), d.log, reason) }
+		d.opts.SelfFence = d.selfFence
 	}
+	if opts.Exit == nil {
+		d.opts.Exit = func(string) { os.Exit(exitSelfFenceFailed) }
+	}
+	d.boot = readBootID(d.log)
 	d.alerts = newAlerts(d)
 	reset := d.opts.SelfFence
-	d.opts.SelfFence = func(reason string) {
+	d.opts.SelfFence = func(reason string) bool {
 		// Started, not waited for: the reset must not wait for an alert.
 		d.alertSelfFence(reason)
-		reset(reason)
+		return reset(reason)
 	}
 	peers := peersOf(cfg)
 	// The cluster key encrypts gossip and roots raft's mutual TLS.
@@ -167,11 +177,7 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 			return nil, err
 		}
 	}
-	reg := opts.Registry
-	if reg == nil {
-		reg = agents.Default
-	}
-	d.engine = stonith.NewEngine(reg, d.log.With("component", "stonith"))
+	d.engine = stonith.NewEngine(d.registry(), d.log.With("component", "stonith"))
 	d.engine.DefaultTimeout = cfg.Timing.FenceTimeout.D()
 	d.metrics = newMetrics(d)
 	d.health, d.unfence = newDeviceMonitor(d), newUnfencer(d)
@@ -342,6 +348,14 @@ func (d *Daemon) Close() error {
 	return errors.Join(errs...)
 }
 
+// registry resolves agents: the injected one, else agents.Default.
+func (d *Daemon) registry() *agents.Registry {
+	if d.opts.Registry != nil {
+		return d.opts.Registry
+	}
+	return agents.Default
+}
+
 // config is the configuration in force: the one loaded at start, or
 // since the last reload.
 func (d *Daemon) config() *config.Config { return d.live.Load() }
@@ -387,7 +401,7 @@ func (d *Daemon) Epoch() uint64 { return d.view.Load().epoch }
 func (d *Daemon) KnownEpoch() uint64 { return d.raft.FSM().View().Epoch }
 
 func (d *Daemon) meta() quorum.Meta {
-	m := quorum.Meta{Role: d.Role(), Storage: d.Storage(), Version: api.Version, Config: d.own.Load().hash}
+	m := quorum.Meta{Role: d.Role(), Storage: d.Storage(), Version: api.Version, Config: d.own.Load().hash, Boot: d.boot}
 	if d.raft != nil {
 		m.Epoch = d.raft.FSM().View().Epoch
 		m.Raft = d.raft.RaftState()

@@ -3,6 +3,7 @@
 package daemon
 
 import (
+	"errors"
 	"os"
 	"sync/atomic"
 	"time"
@@ -41,4 +42,18 @@ func (d *Daemon) injectedStall() {
 		}
 		select {} // stuck for good
 	}
+}
+
+// FaultSysrqEnv names a test-only setting: the file a self-fence writes its
+// sysrq request to instead of /proc/sysrq-trigger (a stand-in the test
+// watches; a test must never reboot the machine it runs on). Unset, the
+// test build refuses the reboot.
+const FaultSysrqEnv = "FENCED_FAULT_SYSRQ"
+
+func sysrqReboot() error {
+	path := os.Getenv(FaultSysrqEnv)
+	if path == "" {
+		return errors.New("sysrq refused (test build, " + FaultSysrqEnv + " unset)")
+	}
+	return os.WriteFile(path, []byte("b"), 0)
 }

@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/fenced/fenced/agents"
 	"github.com/fenced/fenced/daemon/config"
+	"github.com/fenced/fenced/daemon/unfence"
 	"github.com/fenced/fenced/quorum"
 	"github.com/fenced/fenced/stonith"
 )
@@ -39,6 +42,54 @@ func topology(cfg *config.Config, node string) stonith.Topology {
 		topo = append(topo, lvl)
 	}
 	return topo
+}
+
+// markStorageLevels marks each level of topo whose every device cuts only
+// the node's access to the storage, not its power: fabric zoning (agent
+// san) and the devices a node unfences itself at start (SCSI-3
+// reservations: fence_scsi, fence_mpath; unfence: on_start). A fence
+// confirmed by such a level stops nothing of the group that does not use
+// the storage.
+func markStorageLevels(cfg *config.Config, reg *agents.Registry, topo stonith.Topology) {
+	for i := range topo {
+		storage := len(topo[i].Devices) > 0
+		for _, t := range topo[i].Devices {
+			if t.Agent == "san" {
+				continue
+			}
+			self, err := unfence.Wants(reg, t, cfg.Devices[t.Device].Unfence)
+			storage = storage && err == nil && self
+		}
+		topo[i].Storage = storage
+	}
+}
+
+// Warnings are cfg's warnings (config.Config.Warnings) and those that need
+// the agents to tell which devices cut only a node's storage: a node whose
+// every fence level does, and that has no watchdog level, is stopped by no
+// fence if its stop fails and it cannot reset itself, and a fence of it
+// leaves running what of the group does not use the storage.
+func Warnings(cfg *config.Config, reg *agents.Registry) config.Problems {
+	ws := cfg.Warnings()
+	holds := cfg.Storage.StorageSet() || len(cfg.Resources) > 0
+	for i, n := range cfg.Nodes {
+		topo := topology(cfg, n.Name)
+		if !holds || n.Witness() || len(topo) == 0 || len(n.Fence) > 0 && n.Fence[len(n.Fence)-1].Watchdog {
+			continue
+		}
+		markStorageLevels(cfg, reg, topo)
+		if slices.ContainsFunc(topo, func(l stonith.Level) bool { return !l.Storage }) {
+			continue
+		}
+		p := fmt.Sprintf("nodes[%d].fence", i)
+		msg := fmt.Sprintf("warning: every fence level of %s cuts only its storage, and it has no watchdog level: if its stop fails and it cannot reset itself, "+
+			"no fence stops it (a takeover blocks until `fencectl confirm`)", n.Name)
+		if un := cfg.Unchecked(); len(un) > 0 && len(cfg.Resources) > 0 {
+			msg += fmt.Sprintf("; and a fence of it leaves running what of the group does not use the storage (resources %s)", strings.Join(un, ", "))
+		}
+		ws = append(ws, cfg.Problem(p, "%s", msg))
+	}
+	return ws
 }
 
 // Forwarded admin methods.

@@ -80,14 +80,18 @@ func (d *Daemon) forwarded(ctx context.Context, from, method string, body []byte
 }
 
 // acceptForwarded reports whether another node may have the leader commit c:
-// only what a node says about itself. A node records its own release, and
-// its own unfencing at start (a new record of an "on" it ran on itself;
+// only what a node says about itself. A node records its own release, that
+// it may still run the group and cannot stop it (unclean), and its own
+// unfencing at start (a new record of an "on" it ran on itself;
 // such a record clears nothing in the state machine, unlike a fence or a
 // confirmation, which only the leader records). The record's text is
 // cleaned and bounded like an admin request's before it is committed.
 func acceptForwarded(c *quorum.Command, from string) bool {
 	switch c.Op {
-	case quorum.OpRelease:
+	case quorum.OpRelease, quorum.OpUnclean:
+		if c.Op == quorum.OpUnclean {
+			c.Reason = boundText(c.Reason, maxForwardedText)
+		}
 		return c.Node == from
 	case quorum.OpRecord:
 		r := c.Record

@@ -1,12 +1,16 @@
 package daemon
 
 import (
+	"context"
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"testing"
 
 	"github.com/hashicorp/raft"
 
+	"github.com/fenced/fenced/agents"
+	"github.com/fenced/fenced/daemon/config"
 	"github.com/fenced/fenced/quorum"
 	"github.com/fenced/fenced/stonith"
 )
@@ -26,6 +30,10 @@ func TestForwardable(t *testing.T) {
 	}{
 		{"own release", func(c *quorum.Command) { *c = quorum.Command{Op: quorum.OpRelease, Node: "node2"} }, true},
 		{"another's release", func(c *quorum.Command) { *c = quorum.Command{Op: quorum.OpRelease, Node: "node3"} }, false},
+		{"own unclean mark", func(c *quorum.Command) {
+			*c = quorum.Command{Op: quorum.OpUnclean, Node: "node2", Reason: "stop failed"}
+		}, true},
+		{"another's unclean mark", func(c *quorum.Command) { *c = quorum.Command{Op: quorum.OpUnclean, Node: "node3"} }, false},
 		{"own unfence", func(c *quorum.Command) {}, true},
 		{"own failed unfence", func(c *quorum.Command) { c.Record.Outcome = stonith.OutcomeFailed }, true},
 		{"pending record", func(c *quorum.Command) { c.Record.Outcome = stonith.OutcomePending }, false},
@@ -82,3 +90,46 @@ func TestUnfenceRecordClearsNothing(t *testing.T) {
 		t.Fatalf("state after an unfence record: %+v", st)
 	}
 }
+
+// A node whose every fence level cuts only its storage, with no watchdog
+// level, is warned of: no fence stops it if its stop fails and it cannot
+// reset itself; one with a power level, or the watchdog level, is not.
+func TestWarnStorageOnlyTopology(t *testing.T) {
+	reg := agents.NewRegistry()
+	reg.Register(agents.Kind{Name: "plain", New: func(agents.Params, *slog.Logger) (agents.Agent, error) { return plainAgent{}, nil }})
+	reg.Register(agents.Kind{Name: "scsi", New: func(agents.Params, *slog.Logger) (agents.Agent, error) { return scsiAgent{}, nil }})
+	cfg := config.Default()
+	cfg.Devices = map[string]config.Device{"scsi": {Agent: "scsi"}, "bmc": {Agent: "plain"}, "zone": {Agent: "san"}}
+	cfg.Watchdog.Device = "/dev/watchdog"
+	cfg.Storage.Hooks = config.Hooks{Start: "/bin/true", Stop: "/bin/true"}
+	level := func(devs ...string) config.Level {
+		var l config.Level
+		for _, d := range devs {
+			l.Devices = append(l.Devices, config.DeviceRef{Device: d})
+		}
+		return l
+	}
+	cfg.Nodes = []config.Node{
+		{Name: "a", Fence: []config.Level{level("scsi"), level("zone")}},
+		{Name: "b", Fence: []config.Level{level("scsi"), level("bmc")}},
+		{Name: "c", Fence: []config.Level{level("scsi"), {Watchdog: true}}},
+	}
+	ws := Warnings(cfg, reg).Error()
+	if !strings.Contains(ws, "every fence level of a cuts only its storage") {
+		t.Fatalf("no warning for a: %s", ws)
+	}
+	if strings.Contains(ws, "level of b") || strings.Contains(ws, "level of c") {
+		t.Fatalf("warned of b or c: %s", ws)
+	}
+}
+
+type plainAgent struct{}
+
+func (plainAgent) Off(context.Context) error                    { return nil }
+func (plainAgent) On(context.Context) error                     { return nil }
+func (plainAgent) Reboot(context.Context) error                 { return nil }
+func (plainAgent) Status(context.Context) (agents.State, error) { return agents.StateOn, nil }
+
+type scsiAgent struct{ plainAgent }
+
+func (scsiAgent) UnfenceAtStart() bool { return true }

@@ -123,7 +123,7 @@ func TestSelfFenceWhenStopHangs(t *testing.T) {
 	d, err := daemon.New(cfg, daemon.Options{
 		Logger:    slog.New(slog.DiscardHandler),
 		Resource:  res,
-		SelfFence: func(reason string) { fenced <- reason },
+		SelfFence: func(reason string) bool { fenced <- reason; return true },
 		Raft:      quorum.RaftOptions{InMemory: true},
 	})
 	if err != nil {

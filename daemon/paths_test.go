@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -55,7 +56,8 @@ func recordOf(t *testing.T, n *devcluster.Node, target, kind string) (stonith.Re
 
 // TestTokenStorageKillTakeover: no fence devices, storage that checks
 // tokens: a killed primary is taken over once its lease has certainly
-// ended — never earlier — and the history says how.
+// ended, and its stop deadline with it — never earlier — and the history
+// says how.
 func TestTokenStorageKillTakeover(t *testing.T) {
 	c := tokenCluster(t, true)
 	p, e1 := primaryWriting(t, c)
@@ -67,10 +69,11 @@ func TestTokenStorageKillTakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Its last renewal started at most a heartbeat before the kill, so its
-	// lease ran until then + lease − margin; the successor waits until
-	// then + lease + margin on its own clock.
-	if least := testTiming.Lease.D() + testTiming.Margin.D() - testTiming.Heartbeat.D(); at.Sub(killed) < least {
-		t.Fatalf("storage started %s after the kill, before the old lease had certainly ended (%s)", at.Sub(killed), least)
+	// lease ran until then + lease − margin and its stop until grace after
+	// that; the successor waits until then + lease + margin + grace on its
+	// own clock (issue 21, item 2: it waited lease + margin).
+	if least := testTiming.Lease.D() + testTiming.Margin.D() + testTiming.Grace.D() - testTiming.Heartbeat.D(); at.Sub(killed) < least {
+		t.Fatalf("storage started %s after the kill, before the old lease and its stop had certainly ended (%s)", at.Sub(killed), least)
 	}
 	r, ok := recordOf(t, q, p.Name, stonith.KindExpiry)
 	if !ok || !strings.Contains(r.Reason, "lease expiry") || r.Executor != q.Name || r.Epoch != e2 {
@@ -107,6 +110,38 @@ func TestTokenStoragePauseTakeover(t *testing.T) {
 	}
 	if _, ok := recordOf(t, q, p.Name, stonith.KindExpiry); !ok {
 		t.Errorf("no expiry of %s recorded at %d", p.Name, e2)
+	}
+}
+
+// TestTokensWithUncheckedResourceBlocks (issue 21, item 2): the storage
+// checks tokens, but the group also runs a resource that checks none (an
+// OCF agent standing for a floating address). A killed holder leaves that
+// resource running, and nothing tells a successor that its stop ran: with
+// no fence devices, the takeover blocks until an admin confirms, and is
+// never taken by lease expiry.
+func TestTokensWithUncheckedResourceBlocks(t *testing.T) {
+	needOCF(t, "Dummy")
+	dir := t.TempDir()
+	c := startCluster(t, devcluster.Options{Nodes: 3, Store: true, Dir: dir, Configure: func(cfg *config.Config) {
+		h := cfg.Storage.Hooks
+		cfg.Storage = config.Storage{ChecksTokens: true, MonitorInterval: cfg.Storage.MonitorInterval}
+		cfg.Resources = []config.Resource{{Name: "data", Hooks: &h}, {Name: "vip", OCF: "heartbeat:Dummy"}}
+	}, NodeConfig: func(_ int, cfg *config.Config) {
+		cfg.Resources = slices.Clone(cfg.Resources)
+		cfg.Resources[1].NodeParams = map[string]string{"state": filepath.Join(dir, cfg.Node+"-vip.state")}
+	}})
+	p, _ := primaryWriting(t, c)
+	p.Kill()
+	other := c.Other(p)
+	waitBlocked(t, other)
+	time.Sleep(2 * (testTiming.Lease.D() + testTiming.Grace.D())) // long past every lease and stop
+	if w := writers(c, time.Now().Add(-time.Hour)); len(w) != 1 {
+		t.Fatalf("taken over beside a resource that checks no tokens: %v", w)
+	}
+	for _, r := range history(t, other, p.Name) {
+		if r.Kind == stonith.KindExpiry {
+			t.Fatalf("expiry recorded with a resource that checks no tokens: %+v", r)
+		}
 	}
 }
 

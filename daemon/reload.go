@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/fenced/fenced/agents"
 	"github.com/fenced/fenced/daemon/api"
 	"github.com/fenced/fenced/daemon/config"
 )
@@ -43,10 +42,7 @@ func (d *Daemon) Reload(ctx context.Context) (api.ReloadReply, error) {
 	d.reloadMu.Lock()
 	defer d.reloadMu.Unlock()
 	file := d.cfg.File()
-	reg := d.opts.Registry
-	if reg == nil {
-		reg = agents.Default
-	}
+	reg := d.registry()
 	next, err := LoadConfig(file, d.self, "", reg)
 	if err == nil {
 		if ps := config.RestartNeeded(d.base, next); len(ps) > 0 {
@@ -92,7 +88,7 @@ func (d *Daemon) Reload(ctx context.Context) (api.ReloadReply, error) {
 		reply.Changed = []string{}
 	}
 	d.log.Info("configuration reloaded", "file", file, "changed", fmt.Sprint(changed), "fingerprint", own.hash, "matches_cluster", reply.Match)
-	for _, w := range next.Warnings() {
+	for _, w := range Warnings(next, reg) {
 		d.log.Warn("configuration", "warning", w.String())
 	}
 	return reply, nil

@@ -314,7 +314,7 @@ func TestSelfFenceWhenOCFStopHangs(t *testing.T) {
 	fenced := make(chan string, 1)
 	d, err := daemon.New(cfg, daemon.Options{
 		Logger:    slog.New(slog.DiscardHandler),
-		SelfFence: func(reason string) { fenced <- reason },
+		SelfFence: func(reason string) bool { fenced <- reason; return true },
 		Raft:      quorum.RaftOptions{InMemory: true},
 	})
 	if err != nil {

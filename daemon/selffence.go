@@ -3,33 +3,49 @@ package daemon
 import (
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 )
 
+// exitSelfFenceFailed is the daemon's exit status after a self-fence that
+// could not reset the node: the service manager starts it again, and the
+// probe at its start tries the stop again (see driver.cannotReset).
+const exitSelfFenceFailed = 70
+
 // selfFence resets this node because it may still hold the storage and can
-// no longer prove it stopped. With a watchdog device configured, it opens the
-// device and stops feeding it, then asks the kernel for an immediate reboot
-// (sysrq) so the reset does not wait for the watchdog's timeout. Without
-// one, the process exits hard; systemd's watchdog or restart then applies.
-//
-// armed means the daemon's own handle on the watchdog is armed and no
-// longer fed: it fires by itself.
-func selfFence(device string, armed bool, log *slog.Logger, reason string) {
-	log.Error("SELF-FENCE", "reason", reason, "watchdog", device, "armed", armed)
-	if device != "" {
-		if armed {
-			// Already armed and no longer fed: it fires by itself.
-		} else if f, err := os.OpenFile(device, os.O_WRONLY, 0); err == nil {
-			// Opening arms the watchdog; never writing to it (nor the magic
-			// close character) lets it fire.
-			_ = f
-		} else {
-			log.Error("self-fence: watchdog", "err", err)
-		}
-		if err := os.WriteFile("/proc/sysrq-trigger", []byte("b"), 0); err != nil {
-			log.Error("self-fence: sysrq reboot", "err", err)
-		}
-		time.Sleep(time.Second)
+// no longer prove it stopped. It holds the watchdog (armed now if it was
+// not) and stops feeding it, keeping the device open — a driver without
+// magic close stops its timer when the file closes — then asks the kernel
+// for an immediate reboot (sysrq). It reports whether a reset is under way:
+// sysrq took the request (the machine reboots at once), or a watchdog is
+// armed and will fire. Without either the machine keeps running, and the
+// caller makes sure the cluster never takes that for stopped.
+func (d *Daemon) selfFence(reason string) bool {
+	device := d.cfg.Watchdog.Device
+	d.log.Error("SELF-FENCE", "reason", reason, "watchdog", device)
+	armed := d.holdWatchdog()
+	if err := sysrqReboot(); err != nil {
+		d.log.Error("self-fence: sysrq reboot refused", "err", err)
+	} else {
+		time.Sleep(time.Second) // the reboot is immediate; the watchdog, if any, follows
+		return true
 	}
-	os.Exit(70)
+	if armed {
+		d.log.Error("self-fence: waiting for the watchdog to reset this node", "device", device)
+		return true
+	}
+	d.log.Error("SELF-FENCE IMPOSSIBLE: no watchdog device and sysrq refused; this node stays listed as possibly running the group " +
+		"until a fence that removes its power, or `fencectl confirm`")
+	return false
+}
+
+// readBootID reads this machine's boot ID ("" when it cannot be read:
+// fences of this node then count as of this boot, see driver.unfenceRule).
+func readBootID(log *slog.Logger) string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		log.Warn("boot ID unknown: an unfence after a fence will need an admin's consent", "err", err)
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -203,5 +204,206 @@ func waitUntil(t *testing.T, what string, limit time.Duration, cond func() bool)
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %v waiting for %s", limit, what)
 		}
+	}
+}
+
+// TestUnfenceWaitsForRebootOrConsent (issue 21, item 1): the primary's
+// daemon dies and leaves its writer running; the successor fences it at
+// the storage level (the reservation-style device: its key removed) and
+// takes over. When the daemon starts again on the same boot, it must not
+// unfence itself — that would give the storage back to whatever of the
+// group still runs there — until an admin runs fencectl unfence; then it
+// does, after its probe stopped the leftover writer.
+func TestUnfenceWaitsForRebootOrConsent(t *testing.T) {
+	agent, err := filepath.Abs("testdata/fence_ontarget")
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := t.TempDir()
+	c := startCluster(t, devcluster.Options{Nodes: 3, Store: true, Configure: func(cfg *config.Config) {
+		cfg.Devices = map[string]config.Device{"scsi": {Agent: "exec", Params: map[string]string{"agent": agent, "state_dir": state}}}
+		for i := range cfg.Nodes {
+			cfg.Nodes[i].Fence = []config.Level{{Devices: []config.DeviceRef{{Device: "scsi", Plug: cfg.Nodes[i].Name}}}}
+		}
+	}})
+	p, e1 := primaryWriting(t, c)
+	registered := filepath.Join(state, "registered-"+p.Name)
+	if _, err := os.Stat(registered); err != nil {
+		t.Fatalf("the primary %s is not registered: %v", p.Name, err)
+	}
+	// Its daemon dies; its writer goes on (a crashed daemon's application).
+	if err := syscall.Kill(p.Pid(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	p.Wait(5 * time.Second)
+	q, e2 := successorWriting(t, c, p, e1)
+	rec, ok := recordOf(t, q, p.Name, stonith.KindFence)
+	if !ok || rec.Scope != stonith.ScopeStorage || rec.TargetBoot == "" {
+		t.Fatalf("the fence of %s: %+v (want a storage-level fence that records its boot)", p.Name, rec)
+	}
+	if _, err := os.Stat(registered); !os.IsNotExist(err) {
+		t.Fatalf("%s still registered after its fence: %v", p.Name, err)
+	}
+
+	// The daemon starts again, same boot: no unfence.
+	restarted := time.Now()
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, p.Name+" to say why it does not unfence", 20*time.Second, func() bool {
+		st, err := p.Status(context.Background())
+		return err == nil && strings.Contains(st.Self.Ineligible, "during this boot") && strings.Contains(st.Self.Ineligible, "fencectl unfence "+p.Name)
+	})
+	time.Sleep(2 * testTiming.Lease.D())
+	ownOn := func() bool {
+		for _, r := range agentRuns(t, state) {
+			if r.action == "on" && r.plug == p.Name && r.ppid == p.Pid() && r.at.After(restarted) {
+				return true
+			}
+		}
+		return false
+	}
+	if ownOn() {
+		t.Fatalf("%s unfenced itself in the boot it was fenced in", p.Name)
+	}
+	if _, err := os.Stat(registered); !os.IsNotExist(err) {
+		t.Fatalf("%s registered again without consent: %v", p.Name, err)
+	}
+	// Its probe stopped the leftover writer meanwhile.
+	if st, _ := p.Status(context.Background()); strings.Contains(st.Self.Ineligible, "resources:") {
+		t.Fatalf("probe not done: %q", st.Self.Ineligible)
+	}
+
+	// The admin consents: it unfences itself, through its own process.
+	cl := q.Client()
+	defer cl.Close()
+	var unf stonith.Record
+	if err := cl.Do(ctxT(t, 60*time.Second), "POST", "/v1/unfence", nil, daemon.AdminRequest{Node: p.Name, Reason: "checked: nothing runs there"}, &unf); err != nil {
+		t.Fatalf("fencectl unfence: %v", err)
+	}
+	waitUntil(t, p.Name+" to unfence itself after the consent", 20*time.Second, ownOn)
+	waitUntil(t, p.Name+" eligible", 20*time.Second, func() bool {
+		st, err := p.Status(context.Background())
+		return err == nil && st.Self.Ineligible == ""
+	})
+	if _, err := c.WaitWrite(ctxT(t, time.Second), q.Name, e2); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSelfFenceWithoutResetNeedsPower (issue 21, item 1): the primary's
+// stop fails on a handover and it has no way to reset itself (no watchdog,
+// no sysrq): it is never released, says so in the replicated state
+// (unclean), and exits. Its first fence level cuts only its storage,
+// which would leave the rest of the group running there, so the successor
+// takes over only through the level that removes its power.
+func TestSelfFenceWithoutResetNeedsPower(t *testing.T) {
+	agent, err := filepath.Abs("testdata/fence_ontarget")
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := t.TempDir()
+	c := startCluster(t, devcluster.Options{Nodes: 3, Store: true, BMC: true, Configure: func(cfg *config.Config) {
+		cfg.Devices["scsi"] = config.Device{Agent: "exec", Params: map[string]string{"agent": agent, "state_dir": state}}
+		for i := range cfg.Nodes {
+			bmc := cfg.Nodes[i].Fence[0]
+			cfg.Nodes[i].Fence = []config.Level{{Devices: []config.DeviceRef{{Device: "scsi", Plug: cfg.Nodes[i].Name}}}, bmc}
+		}
+		// A stop that fails while STATE_DIR/fail-stop-NODE exists.
+		stop := filepath.Join(state, "stop")
+		script := "#!/bin/sh\n[ -e " + state + "/fail-stop-$FENCED_NODE ] && { echo 'umount: target is busy' >&2; exit 1; }\nexec " + cfg.Storage.Hooks.Stop + "\n"
+		if err := os.WriteFile(stop, []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cfg.Storage.Hooks.Stop = stop
+	}})
+	p, e1 := primaryWriting(t, c)
+	if err := os.WriteFile(filepath.Join(state, "fail-stop-"+p.Name), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cl := p.Client()
+	defer cl.Close()
+	if err := cl.Do(ctxT(t, 10*time.Second), "POST", "/v1/transfer", nil, daemon.AdminRequest{}, nil); err != nil {
+		t.Fatalf("transfer: %v", err)
+	}
+	q, _ := successorWriting(t, c, p, e1)
+	if got := logTimes(p.Log, time.Time{}, "SELF-FENCE IMPOSSIBLE"); len(got) == 0 {
+		t.Fatalf("%s's log does not say it could not reset itself", p.Name)
+	}
+	if got := logTimes(p.Log, time.Time{}, "asking the leader to fence it (power levels only)"); len(got) == 0 {
+		t.Fatalf("%s did not mark itself unclean", p.Name)
+	}
+	rec, ok := recordOf(t, q, p.Name, stonith.KindFence)
+	if !ok {
+		t.Fatalf("no confirmed fence of %s: %+v", p.Name, history(t, q, p.Name))
+	}
+	for _, a := range rec.Attempts {
+		if a.Device == "scsi" {
+			t.Fatalf("%s was fenced through its storage level: %+v", p.Name, rec)
+		}
+	}
+	if rec.Scope != "" || len(rec.Attempts) == 0 || rec.Attempts[len(rec.Attempts)-1].Device != p.Name+"-bmc" {
+		t.Fatalf("not confirmed by its power level: %+v", rec)
+	}
+}
+
+// TestProbeLeftoverIsFencedByTheHolder (issue 21, item 1): a node whose
+// daemon died holding the storage left its writer running, and an admin
+// confirmed it down by mistake, so a successor took over. When its daemon
+// starts again, its probe finds the writer and cannot stop it: it says so
+// in the replicated state (unclean), and the holder, which keeps serving,
+// fences it through its power level.
+func TestProbeLeftoverIsFencedByTheHolder(t *testing.T) {
+	state := t.TempDir()
+	c := startCluster(t, devcluster.Options{Nodes: 3, Store: true, BMC: true, Configure: func(cfg *config.Config) {
+		// While STATE_DIR/stuck-NODE exists, something of the group runs
+		// there that cannot be stopped: the monitor says running, the
+		// stop fails.
+		stuck := "[ -e " + state + "/stuck-$FENCED_NODE ]"
+		stop, monitor := filepath.Join(state, "stop"), filepath.Join(state, "monitor")
+		for path, script := range map[string]string{
+			stop:    "#!/bin/sh\n" + stuck + " && { echo 'umount: target is busy' >&2; exit 1; }\nexec " + cfg.Storage.Hooks.Stop + "\n",
+			monitor: "#!/bin/sh\n" + stuck + " && exit 0\nexec " + cfg.Storage.Hooks.Monitor + "\n",
+		} {
+			if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cfg.Storage.Hooks.Stop, cfg.Storage.Hooks.Monitor = stop, monitor
+	}})
+	p, e1 := primaryWriting(t, c)
+	if err := os.WriteFile(filepath.Join(state, "stuck-"+p.Name), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.BMCs[p.Index].SetSilent(true)
+	if err := syscall.Kill(p.Pid(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	p.Wait(5 * time.Second)
+	other := c.Other(p)
+	waitBlocked(t, other)
+	confirmDown(t, other, p, "mistaken: its writer still runs")
+	q, e2 := successorWriting(t, c, p, e1)
+
+	c.BMCs[p.Index].SetSilent(false)
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the holder to fence "+p.Name, 30*time.Second, func() bool {
+		for _, r := range history(t, q, p.Name) {
+			if r.Kind == stonith.KindFence && r.Outcome == stonith.OutcomeSuccess && r.Executor == q.Name &&
+				strings.Contains(r.Reason, "may run the group beside its holder") {
+				return true
+			}
+		}
+		return false
+	})
+	if got := logTimes(p.Log, time.Time{}, "asking the leader to fence this node"); len(got) == 0 {
+		t.Fatalf("%s's probe did not escalate", p.Name)
+	}
+	// The holder kept serving throughout: same epoch, still writing.
+	st, err := q.Status(ctxT(t, 5*time.Second))
+	if err != nil || !st.Self.Acting || st.Self.Epoch != e2 {
+		t.Fatalf("the holder after the fence: %+v %v", st.Self, err)
 	}
 }

@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"github.com/fenced/fenced/agents"
 	"github.com/fenced/fenced/daemon/driver"
 	"github.com/fenced/fenced/daemon/unfence"
 )
@@ -10,10 +9,7 @@ import (
 // devices of its own topology that need "on" from the node itself. The
 // driver runs it (driver.Start).
 func newUnfencer(d *Daemon) *unfence.Unfencer {
-	reg := d.opts.Registry
-	if reg == nil {
-		reg = agents.Default
-	}
+	reg := d.registry()
 	modes := map[string]string{}
 	for name, dev := range d.cfg.Devices {
 		modes[name] = dev.Unfence

@@ -113,15 +113,25 @@ func (d *Daemon) disarmWatchdog() {
 	d.log.Info("watchdog disarmed: nothing held any more")
 }
 
-// abandonWatchdog stops feeding the armed watchdog for good; it reports
-// whether one was armed.
-func (d *Daemon) abandonWatchdog() bool {
-	d.wdMu.Lock()
-	dev := d.wd
-	d.wdMu.Unlock()
-	if dev == nil {
+// holdWatchdog, for a self-fence: arms the watchdog if one is configured
+// and not armed, and stops feeding it for good, keeping the device open (a
+// driver without magic close stops its timer when the file closes). It
+// reports whether one is armed.
+func (d *Daemon) holdWatchdog() bool {
+	w := d.cfg.Watchdog
+	if w.Device == "" {
 		return false
 	}
-	dev.Abandon()
+	d.wdMu.Lock()
+	defer d.wdMu.Unlock()
+	if d.wd == nil {
+		dev, err := watchdog.Arm(w.Device, w.Timeout.D())
+		if err != nil {
+			d.log.Error("self-fence: watchdog", "err", err)
+			return false
+		}
+		d.wd = dev
+	}
+	d.wd.Halt()
 	return true
 }

@@ -68,6 +68,17 @@ type State struct {
 	// its own, so a change of timing rolling through the cluster cannot
 	// shorten a running lease.
 	Timings map[string]HolderTiming `json:"timings,omitempty"`
+	// Boots are the boot IDs the nodes in Unconfirmed committed their
+	// mount intent in: a fence records the boot its target may run the
+	// storage in.
+	Boots map[string]string `json:"boots,omitempty"`
+	// Unclean are nodes in Unconfirmed that said something of the group
+	// may still run on them and that they could not stop it nor reset
+	// themselves (a failed stop without a reset, a probe that could not
+	// stop a leftover), with why. Only a fence that removes their power,
+	// their own release, or an admin's confirmation clears them; a fence
+	// that cuts only their storage does not.
+	Unclean map[string]string `json:"unclean,omitempty"`
 	// History is the fence history, oldest first, bounded.
 	History []stonith.Record `json:"history"`
 	// NextID numbers history records.
@@ -127,6 +138,8 @@ func (s *State) Clone() State {
 	c.Standby = maps.Clone(s.Standby)
 	c.Watchdogs = maps.Clone(s.Watchdogs)
 	c.Timings = maps.Clone(s.Timings)
+	c.Boots = maps.Clone(s.Boots)
+	c.Unclean = maps.Clone(s.Unclean)
 	c.Formers = maps.Clone(s.Formers)
 	c.History = slices.Clone(s.History)
 	c.Config = s.Config.Clone()
@@ -152,6 +165,8 @@ type Command struct {
 	// Timing is the lease timing a holder runs, advertised with its
 	// acquire and its mount intent (nil from an older version).
 	Timing *HolderTiming `json:"timing,omitempty"`
+	// Boot is the boot ID of the node's machine, with its mount intent.
+	Boot string `json:"boot,omitempty"`
 	// Config is the fingerprint an OpConfig commits.
 	Config *ConfigFingerprint `json:"config,omitempty"`
 }
@@ -164,6 +179,10 @@ const (
 	OpRecord  = "record"  // add or update a history record (by ID)
 	OpStandby = "standby" // set Node's standby flag
 	OpConfig  = "config"  // Config becomes the cluster's configuration fingerprint
+	// OpUnclean: Node may still run something of the group and can
+	// neither stop it nor reset itself (Reason); it is listed in
+	// Unconfirmed (at Epoch if it is not yet) and Unclean.
+	OpUnclean = "unclean"
 )
 
 // ErrStale is returned by Apply for a command carrying an epoch that is no
@@ -223,6 +242,8 @@ type View struct {
 	Standby     map[string]bool
 	Watchdogs   map[string]time.Duration
 	Timings     map[string]HolderTiming
+	Boots       map[string]string
+	Unclean     map[string]string
 }
 
 // View returns the current View.
@@ -231,7 +252,8 @@ func (f *FSM) View() View {
 	defer f.mu.RUnlock()
 	s := &f.state
 	return View{Epoch: s.Epoch, Holder: s.Holder, HolderState: s.HolderState, Previous: s.Previous, LeaseOf: s.LeaseOf, Formers: maps.Clone(s.Formers),
-		Unconfirmed: maps.Clone(s.Unconfirmed), Standby: maps.Clone(s.Standby), Watchdogs: maps.Clone(s.Watchdogs), Timings: maps.Clone(s.Timings)}
+		Unconfirmed: maps.Clone(s.Unconfirmed), Standby: maps.Clone(s.Standby), Watchdogs: maps.Clone(s.Watchdogs), Timings: maps.Clone(s.Timings),
+		Boots: maps.Clone(s.Boots), Unclean: maps.Clone(s.Unclean)}
 }
 
 // Config returns a copy of the committed configuration fingerprint (nil
@@ -314,6 +336,7 @@ func (f *FSM) apply(c *Command) any {
 			}
 			s.Unconfirmed[c.Node] = c.Epoch
 			f.setTiming(c)
+			setOrDelete(&s.Boots, c.Node, c.Boot)
 			if c.Watchdog > 0 {
 				if s.Watchdogs == nil {
 					s.Watchdogs = map[string]time.Duration{}
@@ -334,8 +357,7 @@ func (f *FSM) apply(c *Command) any {
 		return nil
 	case OpRelease:
 		if e, ok := s.Unconfirmed[c.Node]; ok && e <= c.Epoch {
-			delete(s.Unconfirmed, c.Node)
-			delete(s.Watchdogs, c.Node)
+			f.cleared(c.Node)
 		}
 		if s.LeaseOf == c.Node {
 			s.LeaseOf = ""
@@ -369,11 +391,14 @@ func (f *FSM) apply(c *Command) any {
 		}
 		id := f.addRecord(r)
 		// A confirmed power-off, a manual confirmation, or a lease (and
-		// watchdog) certainly over clears the target.
-		if r.Outcome == stonith.OutcomeSuccess && (r.Kind == stonith.KindFence && r.Action != "on" || r.Kind == stonith.KindConfirm ||
+		// watchdog) certainly over clears the target; a fence that cut
+		// only the storage of an unclean node does not (its stop failed:
+		// what of the group does not use the storage still runs there).
+		_, unclean := s.Unclean[r.Target]
+		storageOnly := r.Kind == stonith.KindFence && r.Scope == stonith.ScopeStorage && unclean
+		if r.Outcome == stonith.OutcomeSuccess && !storageOnly && (r.Kind == stonith.KindFence && r.Action != "on" || r.Kind == stonith.KindConfirm ||
 			r.Kind == stonith.KindExpiry || r.Kind == stonith.KindWatchdog) {
-			delete(s.Unconfirmed, r.Target)
-			delete(s.Watchdogs, r.Target)
+			f.cleared(r.Target)
 			if s.LeaseOf == r.Target {
 				s.LeaseOf = ""
 			}
@@ -397,8 +422,38 @@ func (f *FSM) apply(c *Command) any {
 	case OpConfig:
 		s.Config = c.Config.Clone()
 		return nil
+	case OpUnclean:
+		if _, ok := s.Unconfirmed[c.Node]; !ok {
+			s.Unconfirmed[c.Node] = min(c.Epoch, s.Epoch)
+		}
+		if s.Unclean == nil {
+			s.Unclean = map[string]string{}
+		}
+		s.Unclean[c.Node] = c.Reason
+		return nil
 	}
 	return fmt.Errorf("fsm: unknown op %q", c.Op)
+}
+
+// cleared drops n from what may still run the storage.
+func (f *FSM) cleared(n string) {
+	s := &f.state
+	delete(s.Unconfirmed, n)
+	delete(s.Watchdogs, n)
+	delete(s.Boots, n)
+	delete(s.Unclean, n)
+}
+
+// setOrDelete sets m[k] = v, or deletes k for "".
+func setOrDelete(m *map[string]string, k, v string) {
+	if v == "" {
+		delete(*m, k)
+		return
+	}
+	if *m == nil {
+		*m = map[string]string{}
+	}
+	(*m)[k] = v
 }
 
 // setTiming records the timing c's node advertised (none: an older

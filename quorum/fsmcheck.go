@@ -64,7 +64,7 @@ var holderStates = map[string]bool{
 // only what fenced itself never writes may be refused here.
 func (c *Command) check(s *State) error {
 	switch c.Op {
-	case OpAcquire, OpState, OpRelease, OpStandby:
+	case OpAcquire, OpState, OpRelease, OpStandby, OpUnclean:
 		if c.Node == "" {
 			return fmt.Errorf("%s: no node", c.Op)
 		}

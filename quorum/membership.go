@@ -4,8 +4,8 @@ import (
 	"context"
 	"crypto/cipher"
 	"crypto/rand"
-	"encoding/binary"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,6 +36,9 @@ type Meta struct {
 	// older version: only beacons as memberlist messages). Set by
 	// Membership itself.
 	Beacon int `json:"b,omitempty"`
+	// Boot is the boot ID of the node's machine (fences record the boot
+	// their target was in).
+	Boot string `json:"o,omitempty"`
 }
 
 // Member is one configured node as this node sees it through gossip.
@@ -297,6 +300,22 @@ func (m *Membership) Members() []Member {
 		out = append(out, mb)
 	}
 	return out
+}
+
+// LastMeta is the metadata node last advertised, whatever its state now
+// (ok false: never seen).
+func (m *Membership) LastMeta(node string) (Meta, bool) {
+	if node == m.opts.Self {
+		return *m.meta.Load(), true
+	}
+	m.mu.Lock()
+	b, ok := m.metas[node]
+	m.mu.Unlock()
+	if !ok {
+		return Meta{}, false
+	}
+	meta, err := decodeMeta(b)
+	return meta, err == nil
 }
 
 // Alive counts configured nodes currently alive or suspect, self included.

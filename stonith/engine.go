@@ -34,6 +34,10 @@ type Topology []Level
 // succeed (e.g. both PDUs feeding a dual-PSU server).
 type Level struct {
 	Devices []Target
+	// Storage: the level cuts only the node's access to the shared
+	// storage (SCSI-3 reservations, fabric zoning), not its power. What of
+	// the group does not use the storage keeps running there.
+	Storage bool
 }
 
 // Target is one device of a level with the fenced node's mapping on it.
@@ -72,6 +76,13 @@ type Request struct {
 	// OnProgress, when set, receives a copy of the record after every
 	// attempt (Outcome pending). Calls are serialised.
 	OnProgress func(Record)
+	// PowerOnly: only levels that remove the node's power may confirm
+	// this off (the node's stop failed and it could not reset itself:
+	// cutting its storage would leave the rest of the group running).
+	// Storage levels are not tried.
+	PowerOnly bool
+	// TargetBoot is the target's boot ID, for the record.
+	TargetBoot string
 }
 
 // Engine runs fence requests. It is safe for concurrent use: requests for
@@ -151,7 +162,7 @@ func (e *Engine) Fence(ctx context.Context, req Request) Record {
 	rec := Record{
 		ID: req.ID, Kind: KindFence, Target: req.Target, Action: req.Action,
 		Reason: req.Reason, RequestedBy: req.RequestedBy, Executor: req.Executor,
-		Epoch: req.Epoch, Started: e.Now(), Outcome: OutcomePending,
+		Epoch: req.Epoch, Started: e.Now(), Outcome: OutcomePending, TargetBoot: req.TargetBoot,
 	}
 	if req.Action == ActionOn {
 		rec.Kind = KindUnfence
@@ -192,6 +203,9 @@ func (e *Engine) Fence(ctx context.Context, req Request) Record {
 		return finish(outcome, msg)
 	}
 	outcome, level, msg := run.off(ctx)
+	if outcome == OutcomeSuccess && req.Topology[level-1].Storage {
+		rec.Scope = ScopeStorage
+	}
 	if outcome != OutcomeSuccess || req.Action == ActionOff {
 		return finish(outcome, msg)
 	}
@@ -300,6 +314,9 @@ func (o *operation) levelWatched(ctx context.Context, n int, action string, answ
 	devs := o.req.Topology[n-1].Devices
 	if len(devs) == 0 {
 		return levelResult{err: "no devices"}
+	}
+	if o.req.PowerOnly && o.req.Topology[n-1].Storage && action != ActionOn {
+		return levelResult{err: "not tried: it cuts only the storage, and " + o.req.Target + " must lose its power (its stop failed and it could not reset itself)"}
 	}
 	// Devices that did go off stay off when a sibling fails: powering them
 	// back on would undo part of a fence for nothing.

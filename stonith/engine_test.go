@@ -581,3 +581,30 @@ func TestDeviceStatusAndMonitor(t *testing.T) {
 		t.Fatal("unknown agent accepted")
 	}
 }
+
+// A level marked Storage confirms an off as ScopeStorage; a PowerOnly
+// request does not try such a level, confirms through a power level, and
+// fails when there is none.
+func TestStorageLevelsAndPowerOnly(t *testing.T) {
+	l := newLab(t)
+	topo := Topology{
+		{Devices: []Target{l.add("scsi", "node2", nil)}, Storage: true},
+		{Devices: []Target{l.add("bmc", "node2", nil)}},
+	}
+	rec := fence(t, l.engine(), Request{Topology: topo, TargetBoot: "b-1"})
+	if rec.Outcome != OutcomeSuccess || rec.Scope != ScopeStorage || rec.TargetBoot != "b-1" || summary(rec) != "1/scsi/off/1=success(off)" {
+		t.Fatalf("storage level: %+v", rec)
+	}
+	l.dev("scsi", "node2").state = agents.StateOn
+	rec = fence(t, l.engine(), Request{Topology: topo, PowerOnly: true})
+	if rec.Outcome != OutcomeSuccess || rec.Scope != "" || summary(rec) != "2/bmc/off/1=success(off)" {
+		t.Fatalf("power only: %+v", rec)
+	}
+	if l.dev("scsi", "node2").offs != 1 {
+		t.Fatal("a power-only fence tried the storage level")
+	}
+	rec = fence(t, l.engine(), Request{Topology: topo[:1], PowerOnly: true})
+	if rec.Outcome != OutcomeFailed || !strings.Contains(rec.Error, "cuts only the storage") {
+		t.Fatalf("power only without a power level: %+v", rec)
+	}
+}

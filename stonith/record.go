@@ -88,7 +88,18 @@ type Record struct {
 	Outcome     string    `json:"outcome"`
 	Error       string    `json:"error,omitempty"`
 	Attempts    []Attempt `json:"attempts,omitempty"`
+	// Scope is ScopeStorage when the level that confirmed an off cuts
+	// only the node's access to the storage ("" = its power).
+	Scope string `json:"scope,omitempty"`
+	// TargetBoot is the boot the target was in when it was fenced (its
+	// boot ID, as its mount intent or its gossip advertised it; "" when
+	// not known): a node fenced at the storage level unfences itself
+	// again only from another boot, or with an admin's consent.
+	TargetBoot string `json:"targetBoot,omitempty"`
 }
+
+// ScopeStorage: see Record.Scope.
+const ScopeStorage = "storage"
 
 // Attempt is one device action within a fence.
 type Attempt struct {

@@ -90,7 +90,13 @@ func newUnfenceCmd(a *app) *cobra.Command {
 		Short: "Power NODE back on (or restore its zoning) through its devices",
 		Long: `Unfence NODE: power it on, or restore its fabric zoning, through the devices
 of the level that last fenced it (all levels if none did). It then rejoins as a
-secondary and learns the current epoch before doing anything else.`,
+secondary and learns the current epoch before doing anything else.
+
+It is also the admin's consent for NODE to unfence itself at start (SCSI-3
+reservations: fence_scsi, fence_mpath; devices with unfence: on_start). A node
+fenced during its current boot does not undo that fence on its own — a crashed
+daemon's application may still write there — until it reboots or this command
+runs. Run it only once nothing of the group runs on NODE.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var rec stonith.Record

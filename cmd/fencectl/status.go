@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -93,6 +94,10 @@ func printStatus(w io.Writer, st *api.Status) {
 		if p.Reason != "" {
 			fmt.Fprintf(w, "          %s\n", cell(p.Reason))
 		}
+	}
+	for _, n := range slices.Sorted(maps.Keys(p.Unclean)) {
+		fmt.Fprintf(w, "UNCLEAN:  %s may still run the group (%s); only a fence that removes its power, or `fencectl confirm %s --yes`, clears it\n",
+			cell(n), cell(p.Unclean[n]), cell(n))
 	}
 	s := st.Self
 	fmt.Fprintf(w, "This node: %s, raft %s (term %d), knows epoch %d", cell(s.Role), cell(s.Raft), s.Term, s.KnownEpoch)

@@ -59,7 +59,7 @@ GOMAXPROCS environment variable says otherwise.`,
 			if err != nil {
 				return &exitError{exitConfig, err}
 			}
-			for _, w := range cfg.Warnings() {
+			for _, w := range daemon.Warnings(cfg, agents.Default) {
 				log.Warn("configuration", "warning", w.String())
 			}
 			d, err := daemon.New(cfg, daemon.Options{Logger: log, Notify: systemdNotifier(log), WatchdogInterval: watchdogInterval()})
@@ -167,7 +167,7 @@ Exit status 0 when valid, 3 when not.`,
 				fmt.Fprintln(s.err, err)
 				return &exitError{exitConfig, errors.New("")}
 			}
-			for _, w := range cfg.Warnings() {
+			for _, w := range daemon.Warnings(cfg, agents.Default) {
 				fmt.Fprintln(s.err, w)
 			}
 			what := ""

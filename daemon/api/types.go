@@ -114,6 +114,11 @@ type PrimaryInfo struct {
 	Reason      string            `json:"reason,omitempty"`
 	Previous    string            `json:"previous,omitempty"`
 	Unconfirmed map[string]uint64 `json:"unconfirmed,omitempty"`
+	// Unclean are the nodes of Unconfirmed that said something of the
+	// group may still run on them that they could neither stop nor reset
+	// themselves away, with why: only a fence that removes their power, or
+	// an admin's confirmation, clears them.
+	Unclean map[string]string `json:"unclean,omitempty"`
 }
 
 // SelfStatus is the answering node's own view.

@@ -274,19 +274,37 @@ func TestWarnNoFencePathWithoutTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Storage.Hooks = Hooks{Start: "/bin/true", Stop: "/bin/true"}
+	c.Watchdog.Device = "/dev/watchdog"
 	ws := c.Warnings()
-	if len(ws) == 0 || !strings.Contains(ws.Error(), "no fence topology") {
+	if len(ws) == 0 || !strings.Contains(ws.Error(), "no fence topology") || !strings.Contains(ws.Error(), "storage.checks_tokens is false") {
 		t.Fatalf("no warning for storage without fence paths: %v", ws)
 	}
 	c.Storage.ChecksTokens = true
 	if ws := c.Warnings(); len(ws) != 0 {
 		t.Fatalf("warned with checks_tokens: %v", ws)
 	}
-	c.Storage.ChecksTokens = false
+	// A resource that checks no tokens: lease expiry confirms nothing.
+	c.Storage.Hooks = Hooks{}
+	c.Resources = []Resource{{Name: "data", Mount: &Mount{Device: "/dev/sdb1", Mountpoint: "/srv", FSType: "ext4"}},
+		{Name: "vip", OCF: "heartbeat:IPaddr2"}}
+	if ws := c.Warnings(); len(ws) == 0 || !strings.Contains(ws.Error(), "resources vip check no tokens") {
+		t.Fatalf("no warning for a resource that checks no tokens: %v", ws)
+	}
+	c.Resources[1].ChecksTokens = true
+	if ws := c.Warnings(); len(ws) != 0 {
+		t.Fatalf("warned with every resource checking tokens: %v", ws)
+	}
+	c.Storage.ChecksTokens, c.Resources = false, nil
+	c.Storage.Hooks = Hooks{Start: "/bin/true", Stop: "/bin/true"}
 	for i := range c.Nodes {
 		c.Nodes[i].Fence = []Level{{Watchdog: true}}
 	}
 	if ws := c.Warnings(); len(ws) != 0 {
 		t.Fatalf("warned with fence topologies: %v", ws)
+	}
+	// No watchdog device: the self-fence is sysrq alone.
+	c.Watchdog.Device = ""
+	if ws := c.Warnings(); len(ws) != 1 || !strings.Contains(ws.Error(), "sysrq alone") {
+		t.Fatalf("no warning without a watchdog device: %v", ws)
 	}
 }

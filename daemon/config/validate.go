@@ -318,18 +318,30 @@ func (v *validator) storage() {
 
 // Warnings are things that are valid but that an admin should know before
 // they bite: each is reported by `fenced validate` and logged at start.
+// (daemon.Warnings adds those that need the agents: which devices cut only
+// the storage.)
 func (c *Config) Warnings() Problems {
 	var ws Problems
 	holds := c.Storage.StorageSet() || len(c.Resources) > 0
-	if holds && !c.Storage.ChecksTokens {
+	tokens, unchecked := c.TokenChecks()
+	if holds && (!tokens || unchecked) {
+		why := "storage.checks_tokens is false"
+		if tokens {
+			why = "resources " + strings.Join(c.Unchecked(), ", ") + " check no tokens (resources[].checks_tokens)"
+		}
 		for i, n := range c.Nodes {
 			if n.Witness() || len(n.Fence) > 0 {
 				continue
 			}
 			p := fmt.Sprintf("nodes[%d]", i)
 			ws = append(ws, Problem{File: c.file, Line: c.line(p), Path: p,
-				Msg: fmt.Sprintf("warning: %s may hold the storage but has no fence topology, and storage.checks_tokens is false: a takeover from it blocks until `fencectl confirm`", n.Name)})
+				Msg: fmt.Sprintf("warning: %s may hold the storage but has no fence topology, and %s: a takeover from it blocks until `fencectl confirm`", n.Name, why)})
 		}
+	}
+	if holds && c.Watchdog.Device == "" {
+		ws = append(ws, Problem{File: c.file, Line: c.line("watchdog"), Path: "watchdog.device",
+			Msg: "warning: not set: a stop that fails resets this node through sysrq alone; where the kernel refuses that, the node cannot reset itself " +
+				"and stays listed as possibly running the group until a fence that removes its power, or `fencectl confirm`"})
 	}
 	return ws
 }

@@ -74,6 +74,8 @@ type Peers interface {
 	// when it did not answer (before ctx ended), known false when it has no
 	// record of leader.
 	Contact(ctx context.Context, node, leader string, done func(elapsed time.Duration, known, ok bool))
+	// Boot is the boot ID node last advertised ("" if never).
+	Boot(node string) string
 }
 
 // Clock is this node's boot-time clock (CLOCK_BOOTTIME) and its wall clock.
@@ -104,8 +106,13 @@ type Effects interface {
 	// DisarmWatchdog disarms it once nothing held runs any more.
 	DisarmWatchdog()
 	// SelfFence resets this machine: it may still run the storage and
-	// cannot prove otherwise.
-	SelfFence(reason string)
+	// cannot prove otherwise. It reports false when no reset is under way
+	// (no watchdog, and sysrq refused): the machine keeps running.
+	SelfFence(reason string) (resetting bool)
+	// Exit ends the daemon after a self-fence that could not reset the
+	// machine (the service manager starts it again; its probe at start
+	// stops what is left).
+	Exit(reason string)
 	// Probe checks, on a node that does not hold the storage, that nothing
 	// of the resource group runs here, and stops what does; an error means
 	// something may still run.
@@ -142,7 +149,9 @@ type Config struct {
 	Probe bool
 	// Unfence is what this node unfences at start (nil: nothing).
 	Unfence *UnfencePlan
-	Logger  *slog.Logger
+	// Boot is this machine's boot ID (/proc/sys/kernel/random/boot_id).
+	Boot   string
+	Logger *slog.Logger
 }
 
 // Env is the world a driver runs in.
@@ -172,10 +181,15 @@ type Driver struct {
 	scope *Scope
 	// lifeScope is the start-up work's (see life).
 	lifeScope *Scope
+	// reasons are the eligibility reasons the driver set (by source).
+	reasons map[string]string
 
 	events  []tenure.Event
 	writes  []func(done func())
 	writing bool
+	// exiting: a self-fence could not reset the machine; the daemon exits
+	// once this node is marked unclean (or that was given up).
+	exiting bool
 }
 
 // New returns the driver of a node that holds nothing.
@@ -212,8 +226,9 @@ func (d *Driver) Post(ev tenure.Event) {
 // Pending reports queued events: the loop should step again.
 func (d *Driver) Pending() bool { return len(d.events) > 0 }
 
-// Done reports that the machine will do nothing more.
-func (d *Driver) Done() bool { return d.m.Done() }
+// Done reports that the machine will do nothing more, and neither will
+// the driver.
+func (d *Driver) Done() bool { return d.m.Done() && !d.exiting }
 
 // Wake is when the machine next needs a step even if nothing happens
 // (tenure.Never: only an event or a change can move it).
@@ -237,6 +252,12 @@ func (d *Driver) Shutdown() { d.Post(tenure.ShutdownAsked{}) }
 func viewOf(v quorum.View) tenure.View {
 	tv := tenure.View{Epoch: v.Epoch, Holder: v.Holder, HolderState: v.HolderState, LeaseOf: v.LeaseOf, Formers: v.Formers,
 		Unconfirmed: v.Unconfirmed, Standby: v.Standby, Watchdogs: v.Watchdogs}
+	if len(v.Unclean) > 0 {
+		tv.Unclean = make(map[string]bool, len(v.Unclean))
+		for n := range v.Unclean {
+			tv.Unclean[n] = true
+		}
+	}
 	if len(v.Timings) > 0 {
 		tv.Timings = make(map[string]tenure.Timing, len(v.Timings))
 		for n, t := range v.Timings {
@@ -431,7 +452,7 @@ func (d *Driver) act(a tenure.Action) {
 			// the storage may start.
 			wd := fx.ArmWatchdog()
 			log.Apply(quorum.Command{Op: quorum.OpState, Node: self, Epoch: a.Epoch, State: quorum.HolderMounting, Watchdog: wd,
-				Timing: d.timing()}, func(_ any, err error) {
+				Timing: d.timing(), Boot: d.cfg.Boot}, func(_ any, err error) {
 				d.post(tenure.MountIntentDone{Epoch: a.Epoch, Err: err})
 				done()
 			})
@@ -466,7 +487,9 @@ func (d *Driver) act(a tenure.Action) {
 		}
 	case tenure.SelfFence:
 		lg.Error("storage did not stop within the grace period: self-fencing", "epoch", d.m.Epoch(), "reason", a.Reason)
-		fx.SelfFence(a.Reason)
+		if !fx.SelfFence(a.Reason) {
+			d.cannotReset(a.Reason)
+		}
 	default:
 		lg.Error("tenure: unknown action", "action", fmt.Sprintf("%T", a))
 	}
@@ -612,9 +635,24 @@ func (d *Driver) Fence(s *Scope, req stonith.Request, done func(stonith.Record))
 	kind := stonith.KindFence
 	if req.Action == stonith.ActionOn {
 		kind = stonith.KindUnfence
+	} else {
+		// The boot the target may run the storage in: its mount
+		// intent's, else what its gossip last advertised. It decides
+		// whether the target may unfence itself again (see unfenceRule).
+		v := log.View()
+		req.TargetBoot = v.Boots[req.Target]
+		if req.TargetBoot == "" {
+			req.TargetBoot = d.env.Peers.Boot(req.Target)
+		}
+		// A node that could neither stop what it ran nor reset itself
+		// is stopped only by losing its power.
+		if _, unclean := v.Unclean[req.Target]; unclean {
+			req.PowerOnly = true
+		}
 	}
 	pending := stonith.Record{Kind: kind, Target: req.Target, Action: req.Action, Reason: req.Reason,
-		RequestedBy: req.RequestedBy, Executor: req.Executor, Epoch: req.Epoch, Started: d.env.Clock.Wall(), Outcome: stonith.OutcomePending}
+		RequestedBy: req.RequestedBy, Executor: req.Executor, Epoch: req.Epoch, Started: d.env.Clock.Wall(), Outcome: stonith.OutcomePending,
+		TargetBoot: req.TargetBoot}
 	log.Apply(quorum.Command{Op: quorum.OpRecord, Record: &pending}, func(res any, err error) {
 		if err != nil {
 			pending.Outcome, pending.Error, pending.Finished = stonith.OutcomeFailed, "not run: could not record the request: "+err.Error(), d.env.Clock.Wall()
@@ -627,6 +665,7 @@ func (d *Driver) Fence(s *Scope, req stonith.Request, done func(stonith.Record))
 		}
 		d.env.Observer.FenceStarted(req)
 		d.env.Effects.Fence(s, req, func(rec stonith.Record) {
+			rec.TargetBoot = req.TargetBoot
 			d.commitResult(rec, 0, func(rec stonith.Record) {
 				d.env.Observer.FenceDone(rec)
 				done(rec)

@@ -41,10 +41,14 @@ type world struct {
 	unfence func() (stonith.Record, bool)
 	tries   int
 
-	inel    map[string]string
-	reasons []string // every eligibility change, "source: reason"
-	resets  []string
-	kicks   int
+	inel     map[string]string
+	reasons  []string // every eligibility change, "source: reason"
+	resets   []string
+	canReset bool
+	exits    []string
+	kicks    int
+	boots    map[string]string // what each node advertised
+	fences   []stonith.Request // what the engine was asked
 }
 
 type wtimer struct {
@@ -55,7 +59,7 @@ type wtimer struct {
 }
 
 func newWorld(t *testing.T, cfg Config) *world {
-	w := &world{t: t, now: tenure.Time(time.Hour), fsm: quorum.NewFSM(100), inel: map[string]string{}}
+	w := &world{t: t, now: tenure.Time(time.Hour), fsm: quorum.NewFSM(100), inel: map[string]string{}, boots: map[string]string{}}
 	if cfg.Machine.Self == "" {
 		cfg.Machine.Self = "a"
 	}
@@ -163,6 +167,7 @@ func (p wpeers) Forward(c quorum.Command, done func(error)) {
 }
 
 func (p wpeers) Contact(context.Context, string, string, func(time.Duration, bool, bool)) {}
+func (p wpeers) Boot(node string) string                                                  { return p.w.boots[node] }
 
 type wclock struct{ w *world }
 
@@ -173,6 +178,7 @@ func (c wclock) After(d time.Duration, f func()) (stop func()) { return c.w.afte
 type weffects struct{ w *world }
 
 func (e weffects) Fence(_ *Scope, req stonith.Request, done func(stonith.Record)) {
+	e.w.fences = append(e.w.fences, req)
 	e.w.after(10*time.Millisecond, func() {
 		done(stonith.Record{ID: req.ID, Kind: stonith.KindFence, Target: req.Target, Action: req.Action, Epoch: req.Epoch,
 			Executor: req.Executor, Outcome: stonith.OutcomeSuccess})
@@ -189,7 +195,11 @@ func (e weffects) Stop(_ tenure.Time, done func(error)) {
 }
 func (e weffects) ArmWatchdog() time.Duration { return 0 }
 func (e weffects) DisarmWatchdog()            {}
-func (e weffects) SelfFence(reason string)    { e.w.resets = append(e.w.resets, reason) }
+func (e weffects) SelfFence(reason string) bool {
+	e.w.resets = append(e.w.resets, reason)
+	return e.w.canReset
+}
+func (e weffects) Exit(reason string) { e.w.exits = append(e.w.exits, reason) }
 func (e weffects) Probe(_ *Scope, done func(error)) {
 	w := e.w
 	w.after(time.Millisecond, func() {

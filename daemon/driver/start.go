@@ -9,14 +9,26 @@ import (
 	"github.com/fenced/fenced/stonith"
 )
 
-// What a node does when its daemon starts, before it may take primacy: it
-// probes for resources of the group left running here (a mount or an
-// address that a crashed daemon, or a machine that rebooted into a stale
-// state, left behind) and stops them; and it unfences itself through the
-// devices of its own topology that need "on" from the node itself (SCSI-3
-// reservations: fence_scsi, fence_mpath; or devices with unfence:
-// on_start). Until each has succeeded, the node is ineligible for primacy
-// (its reason under the source names below).
+// What a node does when its daemon starts, before it may take primacy:
+//
+//  1. It probes for resources of the group left running here (a mount or
+//     an address that a crashed daemon, or a stop that failed, left
+//     behind) and stops them. If one cannot be stopped, the node says so
+//     in the replicated state (unclean: it may run the group), so that the
+//     leader fences it through a level that removes its power, and keeps
+//     probing. (A listing of the node as maybe running the group stays as
+//     it is: only a fence, or an admin's confirmation, clears it. The probe
+//     sees what the group knows of; a fence stops everything.)
+//  2. Then, and only then, it unfences itself through the devices of its
+//     own topology that need "on" from the node itself (SCSI-3
+//     reservations: fence_scsi, fence_mpath; or devices with unfence:
+//     on_start) — once it knows a cluster leader (a node cut off from the
+//     cluster, which the others may have fenced for exactly that reason,
+//     does not undo that fence on its own), and only if it was not fenced
+//     during this boot, or an admin consented (unfenceRule).
+//
+// Until both have succeeded, the node is ineligible for primacy (its reason
+// under the source names below).
 
 // Eligibility sources the driver sets (see Observer.Ineligible).
 const (
@@ -40,21 +52,32 @@ const (
 	startMinBackoff = time.Second
 	startMaxBackoff = 30 * time.Second
 	joinPoll        = 100 * time.Millisecond
+	// consentPoll is how often a node that may not unfence itself yet
+	// looks for an admin's consent.
+	consentPoll = time.Second
+	// forwardTries bounds the attempts to have the leader commit one of
+	// this node's own records (a leader may be changing).
+	forwardTries = 10
 )
 
-// Start begins the start-up work: the probe and the unfence. Call it once,
-// before the first Step, so that the node is ineligible from that step on.
+// Start begins the start-up work: the probe, then the unfence. Call it
+// once, before the first Step, so that the node is ineligible from that
+// step on.
 func (d *Driver) Start() {
-	if d.cfg.Probe {
-		d.env.Observer.Ineligible(SourceProbe, "probing for resources left running here")
-		d.probe(startMinBackoff)
-	}
-	if p := d.cfg.Unfence; p.needed() {
-		if p.Err != "" {
-			d.env.Observer.Ineligible(SourceUnfence, "cannot tell which devices to unfence: "+p.Err)
+	unfence := d.cfg.Unfence.needed()
+	if unfence {
+		if p := d.cfg.Unfence; p.Err != "" {
+			d.setIneligible(SourceUnfence, "cannot tell which devices to unfence: "+p.Err)
 		} else {
-			d.env.Observer.Ineligible(SourceUnfence, "not unfenced yet: waiting for a cluster leader (devices "+strings.Join(p.Devices, ", ")+")")
+			d.setIneligible(SourceUnfence, "not unfenced yet: waiting for the probe and a cluster leader (devices "+strings.Join(p.Devices, ", ")+")")
 		}
+	}
+	if d.cfg.Probe {
+		d.setIneligible(SourceProbe, "probing for resources left running here")
+		d.probe(startMinBackoff, false)
+		return
+	}
+	if unfence {
 		d.unfence(1, 0, startMinBackoff)
 	}
 }
@@ -69,26 +92,77 @@ func (d *Driver) life() *Scope {
 
 // probe probes until nothing of the group runs here, retrying with backoff;
 // until then the node stays ineligible for primacy (a floating address or
-// a mount left on a rebooted node must not run twice).
-func (d *Driver) probe(backoff time.Duration) {
+// a mount left on a rebooted node must not run twice), and the replicated
+// state lists it as unclean (marked: that was asked once already).
+func (d *Driver) probe(backoff time.Duration, marked bool) {
+	if d.life().Cancelled() {
+		return
+	}
 	d.env.Effects.Probe(d.life(), func(err error) {
 		if err == nil {
-			d.env.Observer.Ineligible(SourceProbe, "")
+			d.setIneligible(SourceProbe, "")
 			d.lg.Info("resources probed: none runs here")
+			if d.cfg.Unfence.needed() {
+				d.unfence(1, 0, startMinBackoff)
+			}
 			return
 		}
-		d.env.Observer.Ineligible(SourceProbe, err.Error())
-		d.lg.Warn("resources left running here could not be stopped: not eligible for primacy", "err", err, "retry_in", backoff)
-		d.env.Clock.After(backoff, func() { d.probe(min(backoff*2, startMaxBackoff)) })
+		d.setIneligible(SourceProbe, err.Error())
+		d.lg.Error("resources left running here could not be stopped: not eligible for primacy; asking the leader to fence this node",
+			"err", err, "retry_in", backoff)
+		if _, listed := d.env.Log.View().Unclean[d.cfg.Machine.Self]; !marked || !listed {
+			d.markUnclean("the probe at start found resources of the group running here that it could not stop: "+err.Error(), nil)
+		}
+		d.env.Clock.After(backoff, func() { d.probe(min(backoff*2, startMaxBackoff), true) })
 	})
 }
 
-// unfence unfences this node, retrying until it succeeds. It first waits
-// until it knows a cluster leader: a node cut off from the cluster, which
-// the others may have fenced for exactly that reason, does not undo that
-// fence on its own. The result is recorded in the replicated history
-// through the leader: the first attempt, and the success that ends a run
-// of failures, so a device broken for days does not flood the history.
+// markUnclean tells the cluster that something of the group may still run
+// here that this node can neither stop nor reset itself away: it is listed
+// as maybe running the group, and only a fence that removes its power, its
+// own release or an admin's confirmation clears that. then, if set, runs
+// once it is recorded or given up.
+func (d *Driver) markUnclean(reason string, then func()) {
+	self := d.cfg.Machine.Self
+	d.lg.Error("this node may still run the group: asking the leader to fence it (power levels only)", "reason", reason)
+	d.forward(quorum.Command{Op: quorum.OpUnclean, Node: self, Epoch: d.env.Log.View().Epoch, Reason: reason}, 0, func(err error) {
+		if err != nil {
+			d.lg.Error("could not tell the cluster that this node may still run the group", "err", err)
+		}
+		if then != nil {
+			then()
+		}
+	})
+}
+
+// cannotReset: a self-fence found no way to reset the machine (no watchdog
+// device, sysrq refused). The node is never released, so it stays listed
+// as maybe running the group; it is marked unclean, so that only a level
+// that removes its power (or an admin) confirms it stopped; then the
+// daemon exits, and the probe of its next start tries the stop again.
+func (d *Driver) cannotReset(reason string) {
+	d.exiting = true
+	d.markUnclean("its stop failed and it could not reset itself: "+reason, func() {
+		d.env.Effects.Exit(reason)
+	})
+}
+
+// forward has the leader commit c, one of this node's own commands,
+// trying a few times (a leader may be changing).
+func (d *Driver) forward(c quorum.Command, try int, done func(error)) {
+	d.env.Peers.Forward(c, func(err error) {
+		if err == nil || try+1 >= forwardTries {
+			done(err)
+			return
+		}
+		d.env.Clock.After(time.Second, func() { d.forward(c, try+1, done) })
+	})
+}
+
+// unfence unfences this node, retrying until it succeeds. The result is
+// recorded in the replicated history through the leader: the first
+// attempt, and the success that ends a run of failures, so a device broken
+// for days does not flood the history.
 func (d *Driver) unfence(try, failed int, delay time.Duration) {
 	if d.life().Cancelled() {
 		return
@@ -97,38 +171,96 @@ func (d *Driver) unfence(try, failed int, delay time.Duration) {
 		d.env.Clock.After(joinPoll, func() { d.unfence(try, failed, delay) })
 		return
 	}
+	if ok, why := unfenceRule(d.env.Log.History(), d.cfg.Machine.Self, d.cfg.Boot); !ok {
+		if d.setIneligible(SourceUnfence, why) {
+			d.lg.Error("not unfencing this node: it was fenced during this boot", "why", why)
+		}
+		d.env.Clock.After(consentPoll, func() { d.unfence(try, failed, delay) })
+		return
+	}
 	d.env.Effects.Unfence(d.life(), func(rec stonith.Record, ok bool) {
 		if ok {
-			d.env.Observer.Ineligible(SourceUnfence, "")
+			d.setIneligible(SourceUnfence, "")
 			d.lg.Info("unfenced at start: eligible for primacy", "devices", strings.Join(d.cfg.Unfence.Devices, ","), "tries", try)
-			d.commitUnfence(rec, 0)
+			d.commitUnfence(rec)
 			return
 		}
-		d.env.Observer.Ineligible(SourceUnfence, fmt.Sprintf("unfencing this node failed (try %d, next in %s): %s", try, delay, rec.Error))
+		d.setIneligible(SourceUnfence, fmt.Sprintf("unfencing this node failed (try %d, next in %s): %s", try, delay, rec.Error))
 		d.lg.Error("unfence at start failed: not eligible for primacy", "try", try, "retry_in", delay, "err", rec.Error)
 		if failed == 0 && rec.Kind != "" {
-			d.commitUnfence(rec, 0)
+			d.commitUnfence(rec)
 		}
 		d.env.Clock.After(delay, func() { d.unfence(try+1, failed+1, min(2*delay, startMaxBackoff)) })
 	})
 }
 
+// setIneligible sets a reason of the driver's own, reporting whether it
+// changed.
+func (d *Driver) setIneligible(source, reason string) bool {
+	if d.reasons == nil {
+		d.reasons = map[string]string{}
+	}
+	if d.reasons[source] == reason {
+		return false
+	}
+	d.reasons[source] = reason
+	d.env.Observer.Ineligible(source, reason)
+	return true
+}
+
+// unfenceRule says whether node, in the boot boot, may unfence itself:
+// its probe found nothing of the group running (the caller's to know), and
+// its newest fence (a successful off) is from another boot, or an admin's
+// unfence of it (fencectl unfence) came after that fence. A fence during
+// this boot cut the node off from the storage while something of the group
+// may still have run here — a mount its crashed daemon left, an
+// application still writing: unfencing would give that back its storage.
+// A fence whose target boot is not known counts as one of this boot.
+func unfenceRule(history []stonith.Record, node, boot string) (bool, string) {
+	var fence *stonith.Record
+	consent := false
+	for i := len(history) - 1; i >= 0 && fence == nil; i-- {
+		r := &history[i]
+		switch {
+		case r.Target != node:
+		case r.Kind == stonith.KindUnfence && r.RequestedBy != node+" (start)" && r.Outcome != stonith.OutcomePending:
+			consent = true // an admin's, after every fence older than it
+		case r.Kind == stonith.KindFence && r.Outcome == stonith.OutcomeSuccess && r.Action != stonith.ActionOn:
+			fence = r
+		}
+	}
+	switch {
+	case fence == nil, consent:
+		return true, ""
+	case fence.TargetBoot != "" && boot != "" && fence.TargetBoot != boot:
+		return true, ""
+	}
+	when := "during this boot"
+	if fence.TargetBoot == "" || boot == "" {
+		when = "and the boot it was in is not known"
+	}
+	return false, fmt.Sprintf("fenced by %s at %s (%s) %s: unfencing would give the storage back to whatever of the group still runs here; "+
+		"reboot this node, or run `fencectl unfence %s` once nothing of the group runs here",
+		dash(fence.Executor), fence.Finished.UTC().Format(time.RFC3339), dash(fence.Reason), when, node)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
 // commitUnfence records this node's unfencing of itself through the
-// leader, trying a few times (a leader may be changing); the node's
-// eligibility does not wait for it.
-func (d *Driver) commitUnfence(rec stonith.Record, try int) {
+// leader; the node's eligibility does not wait for it.
+func (d *Driver) commitUnfence(rec stonith.Record) {
 	if rec.Kind == "" {
 		return
 	}
 	rec.ID = 0
-	d.env.Peers.Forward(quorum.Command{Op: quorum.OpRecord, Record: &rec}, func(err error) {
-		if err == nil {
-			return
-		}
-		if try >= 9 {
+	d.forward(quorum.Command{Op: quorum.OpRecord, Record: &rec}, 0, func(err error) {
+		if err != nil {
 			d.lg.Warn("unfence at start not recorded in the history", "outcome", rec.Outcome, "err", err)
-			return
 		}
-		d.env.Clock.After(time.Second, func() { d.commitUnfence(rec, try+1) })
 	})
 }

@@ -1,11 +1,14 @@
 package driver
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fenced/fenced/daemon/tenure"
+	"github.com/fenced/fenced/quorum"
 	"github.com/fenced/fenced/stonith"
 )
 
@@ -15,7 +18,7 @@ import (
 func TestStartUnfencesOnceJoined(t *testing.T) {
 	w := newWorld(t, Config{Unfence: &UnfencePlan{Devices: []string{"scsi"}}})
 	w.drv.Start()
-	if got := w.inel[SourceUnfence]; !strings.Contains(got, "waiting for a cluster leader") || !strings.Contains(got, "scsi") {
+	if got := w.inel[SourceUnfence]; !strings.Contains(got, "a cluster leader") || !strings.Contains(got, "scsi") {
 		t.Fatalf("after Start: ineligible %q", got)
 	}
 	w.run(time.Second)
@@ -87,5 +90,145 @@ func TestStartProbes(t *testing.T) {
 	w.run(5 * time.Second)
 	if w.probed != 3 || w.inel[SourceProbe] != "" {
 		t.Fatalf("%d probes, ineligible %q", w.probed, w.inel[SourceProbe])
+	}
+}
+
+// The unfence rule: a node fenced during this boot does not unfence
+// itself; from another boot, or with an admin's unfence after the fence,
+// it does; a fence of unknown boot counts as this boot's.
+func TestUnfenceRule(t *testing.T) {
+	fence := func(boot string) stonith.Record {
+		return stonith.Record{Kind: stonith.KindFence, Target: "a", Action: stonith.ActionOff, Outcome: stonith.OutcomeSuccess,
+			Executor: "b", Reason: "takeover by b at epoch 3", TargetBoot: boot}
+	}
+	own := stonith.Record{Kind: stonith.KindUnfence, Target: "a", Action: stonith.ActionOn, Outcome: stonith.OutcomeSuccess, RequestedBy: "a (start)"}
+	admin := stonith.Record{Kind: stonith.KindUnfence, Target: "a", Action: stonith.ActionOn, Outcome: stonith.OutcomeFailed, RequestedBy: "root@b"}
+	other := stonith.Record{Kind: stonith.KindFence, Target: "c", Action: stonith.ActionOff, Outcome: stonith.OutcomeSuccess, TargetBoot: "B1"}
+	failed := fence("B1")
+	failed.Outcome = stonith.OutcomeFailed
+	for _, c := range []struct {
+		name    string
+		history []stonith.Record
+		ok      bool
+		why     string
+	}{
+		{"never fenced", []stonith.Record{other, own}, true, ""},
+		{"fenced in another boot", []stonith.Record{fence("B0")}, true, ""},
+		{"fenced during this boot", []stonith.Record{own, fence("B1"), other}, false, "during this boot"},
+		{"its own unfence is no consent", []stonith.Record{fence("B1"), own}, false, "during this boot"},
+		{"an admin's unfence after the fence", []stonith.Record{fence("B1"), admin}, true, ""},
+		{"an admin's unfence before the fence", []stonith.Record{admin, fence("B1")}, false, "during this boot"},
+		{"boot not known", []stonith.Record{fence("")}, false, "not known"},
+		{"a failed fence cut nothing", []stonith.Record{fence("B0"), failed}, true, ""},
+	} {
+		ok, why := unfenceRule(c.history, "a", "B1")
+		if ok != c.ok || !strings.Contains(why, c.why) || !ok && !strings.Contains(why, "fencectl unfence a") {
+			t.Errorf("%s: %v, %q", c.name, ok, why)
+		}
+	}
+}
+
+// The unfence waits for the probe: a node whose probe cannot stop a
+// leftover never unfences itself, and it asks the cluster to fence it
+// (marked unclean: power levels only); once the probe passes, it unfences,
+// and the listing stays for a fence or an admin to clear.
+func TestStartProbeFirstThenEscalates(t *testing.T) {
+	w := newWorld(t, Config{Probe: true, Unfence: &UnfencePlan{Devices: []string{"scsi"}}, Boot: "B1"})
+	w.leader = "b"
+	w.commit(quorum.Command{Op: quorum.OpAcquire, Node: "a"})
+	w.commit(quorum.Command{Op: quorum.OpState, Node: "a", Epoch: 1, State: quorum.HolderMounting, Boot: "B1"})
+	w.probes = []error{errors.New("resource data runs here and could not be stopped")}
+	w.drv.Start()
+	w.run(500 * time.Millisecond)
+	if w.tries != 0 {
+		t.Fatalf("unfenced (%d) before the probe passed", w.tries)
+	}
+	v := w.fsm.View()
+	if _, ok := v.Unclean["a"]; !ok || v.Unconfirmed["a"] != 1 {
+		t.Fatalf("not marked unclean: %+v", v)
+	}
+	w.run(5 * time.Second)
+	v = w.fsm.View()
+	if _, ok := v.Unclean["a"]; !ok || v.Unconfirmed["a"] != 1 {
+		t.Fatalf("the listing changed after the probe passed: %+v", v)
+	}
+	if w.tries != 1 || w.inel[SourceUnfence] != "" || w.inel[SourceProbe] != "" {
+		t.Fatalf("after the probe: %d unfences, ineligible %q", w.tries, w.ineligible())
+	}
+}
+
+// A node fenced at the storage level during this boot stays ineligible
+// and does not unfence, until an admin's fencectl unfence.
+func TestStartUnfenceWaitsForConsent(t *testing.T) {
+	w := newWorld(t, Config{Probe: true, Unfence: &UnfencePlan{Devices: []string{"scsi"}}, Boot: "B1"})
+	w.leader = "b"
+	w.commit(quorum.Command{Op: quorum.OpRecord, Record: &stonith.Record{Kind: stonith.KindFence, Target: "a", Action: stonith.ActionOff,
+		Outcome: stonith.OutcomeSuccess, Executor: "b", TargetBoot: "B1", Scope: stonith.ScopeStorage}})
+	w.drv.Start()
+	w.run(10 * time.Second)
+	if w.tries != 0 || !strings.Contains(w.inel[SourceUnfence], "during this boot") {
+		t.Fatalf("%d unfences, ineligible %q", w.tries, w.inel[SourceUnfence])
+	}
+	w.commit(quorum.Command{Op: quorum.OpRecord, Record: &stonith.Record{Kind: stonith.KindUnfence, Target: "a", Action: stonith.ActionOn,
+		Outcome: stonith.OutcomeSuccess, RequestedBy: "root@b"}})
+	w.run(2 * time.Second)
+	if w.tries != 1 || w.inel[SourceUnfence] != "" {
+		t.Fatalf("after consent: %d unfences, ineligible %q", w.tries, w.inel[SourceUnfence])
+	}
+}
+
+// A self-fence that cannot reset the machine leaves the node listed as
+// maybe running the group, marks it unclean, then exits.
+func TestSelfFenceWithoutReset(t *testing.T) {
+	w := newWorld(t, Config{Machine: tenure.Config{Storage: true}})
+	w.leader = "b"
+	w.commit(quorum.Command{Op: quorum.OpAcquire, Node: "a"})
+	w.commit(quorum.Command{Op: quorum.OpState, Node: "a", Epoch: 1, State: quorum.HolderMounting})
+	w.drv.act(tenure.SelfFence{Reason: "storage did not stop within 2s: umount: target is busy"})
+	if w.drv.Done() {
+		t.Fatal("done before the node was marked")
+	}
+	w.run(time.Second)
+	v := w.fsm.View()
+	if !strings.Contains(v.Unclean["a"], "could not reset itself") || v.Unconfirmed["a"] != 1 {
+		t.Fatalf("not marked: %+v", v)
+	}
+	if len(w.exits) != 1 || len(w.resets) != 1 {
+		t.Fatalf("resets %q, exits %q", w.resets, w.exits)
+	}
+	// With a reset under way, nothing of that.
+	w2 := newWorld(t, Config{})
+	w2.canReset = true
+	w2.drv.act(tenure.SelfFence{Reason: "x"})
+	w2.run(time.Second)
+	if len(w2.exits) != 0 || len(w2.fsm.View().Unclean) != 0 {
+		t.Fatalf("a resetting node exited or was marked: %q %+v", w2.exits, w2.fsm.View())
+	}
+}
+
+// A fence records the boot its target may run the storage in (its mount
+// intent's, else what it last advertised), and a node marked unclean is
+// fenced through power levels only.
+func TestFenceRecordsBootAndPowerOnlyForUnclean(t *testing.T) {
+	w := newWorld(t, Config{})
+	w.isLeader = true
+	w.boots["b"], w.boots["c"] = "B-gossip", "C-gossip"
+	w.commit(quorum.Command{Op: quorum.OpAcquire, Node: "b"})
+	w.commit(quorum.Command{Op: quorum.OpState, Node: "b", Epoch: 1, State: quorum.HolderMounting, Boot: "B-intent"})
+	w.commit(quorum.Command{Op: quorum.OpUnclean, Node: "b", Epoch: 1, Reason: "stop failed"})
+	var recs []stonith.Record
+	for _, n := range []string{"b", "c"} {
+		w.drv.Fence(NewScope(context.Background()), stonith.Request{Target: n, Action: stonith.ActionOff}, func(r stonith.Record) { recs = append(recs, r) })
+	}
+	w.run(time.Second)
+	if len(w.fences) != 2 || !w.fences[0].PowerOnly || w.fences[1].PowerOnly {
+		t.Fatalf("requests %+v", w.fences)
+	}
+	if w.fences[0].TargetBoot != "B-intent" || w.fences[1].TargetBoot != "C-gossip" {
+		t.Fatalf("boots %q %q", w.fences[0].TargetBoot, w.fences[1].TargetBoot)
+	}
+	h := w.fsm.State().History
+	if len(recs) != 2 || h[0].TargetBoot != "B-intent" {
+		t.Fatalf("records %+v, history %+v", recs, h)
 	}
 }

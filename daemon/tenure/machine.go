@@ -136,6 +136,10 @@ type View struct {
 	// wait out for each, whatever its own timing (a change of timing
 	// rolling through the cluster leaves holders on the old one).
 	Timings map[string]Timing
+	// Unclean are nodes that said something of the group may still run
+	// on them that they could neither stop nor reset themselves away
+	// (their watchdog, if they advertised one, did not reset them).
+	Unclean map[string]bool
 }
 
 // Grant is a committed acquire: this node holds Epoch.
@@ -402,8 +406,9 @@ type Machine struct {
 	expireAt    Time            // next Expire attempt after a failed one
 	bounded     bool            // bound was learned
 	triedFormer map[string]bool // former holders fenced once (they vanished)
-	fenceAt     Time            // next fence attempt while Blocked
+	fenceAt     Time            // next fence attempt while Blocked (or serving)
 	backoff     time.Duration
+	serveFence  bool   // a fence of a node beside this one runs while serving
 	blocked     string // why, while Blocked
 	nextRenew   Time
 	confirming  bool
@@ -528,6 +533,9 @@ func (m *Machine) Wake(now Time) Time {
 			if m.cfg.Storage && !m.monitoring {
 				at(m.nextMonitor)
 			}
+			if !m.serveFence && len(m.besides(m.lastView)) > 0 {
+				at(m.fenceAt)
+			}
 		}
 	case m.phase == Demoting:
 		at(m.stopBy)
@@ -604,7 +612,7 @@ func (m *Machine) handle(in Input, e Event) []Action {
 		m.vanishAt = in.Now.Add(min(t.Heartbeat, t.Lease/4))
 		m.fenceFailed, m.expiring, m.expireAt = map[string]bool{}, false, 0
 		m.bounded, m.triedFormer = false, map[string]bool{}
-		m.backoff, m.fenceAt, m.blocked = firstBackoff, 0, ""
+		m.backoff, m.fenceAt, m.blocked, m.serveFence = firstBackoff, 0, "", false
 		m.nextRenew = m.t0.Add(t.Heartbeat)
 		m.confirming, m.starting, m.monitoring, m.stopAsked = false, false, false, false
 		m.releases, m.releaseAt = 0, 0
@@ -627,6 +635,18 @@ func (m *Machine) handle(in Input, e Event) []Action {
 		}
 		m.bounded, m.bound = true, e.Bound
 	case FenceDone:
+		if e.Epoch == m.epoch && m.phase == Serving && m.serveFence {
+			m.serveFence = false
+			// (After a success too: the record that clears the node may
+			// not be applied here yet.)
+			m.fenceAt = in.Now.Add(m.backoff)
+			if len(e.Failed) > 0 {
+				m.backoff = min(m.backoff*2, m.maxBackoff())
+			} else {
+				m.backoff = firstBackoff
+			}
+			return nil
+		}
 		if e.Epoch != m.epoch || m.phase != Fencing {
 			return nil
 		}
@@ -753,6 +773,7 @@ func (m *Machine) advance(in Input) []Action {
 			m.monitoring = true
 			acts = append(acts, Monitor{Epoch: m.epoch})
 		}
+		acts = append(acts, m.fenceBesides(in)...)
 	case Demoting:
 		if m.starting {
 			// A start in flight ends first (its context is cancelled);
@@ -948,6 +969,34 @@ func (m *Machine) gate(in Input) []Action {
 	}
 }
 
+// besides lists the fenceable nodes other than this one that the
+// replicated state lists as maybe running the storage while this node
+// serves: a node whose probe found something of the group left running
+// that it could not stop.
+func (m *Machine) besides(v View) []string {
+	var ns []string
+	for _, n := range m.pending(v) {
+		if m.cfg.Fenceable[n] {
+			ns = append(ns, n)
+		}
+	}
+	return ns
+}
+
+// fenceBesides fences, while this node serves, a node that may run the
+// group beside it: it runs what this node runs, and fencing it is the only
+// way to stop that. This node's tenure goes on meanwhile (what runs here
+// is its own), retrying with backoff.
+func (m *Machine) fenceBesides(in Input) []Action {
+	targets := m.besides(in.View)
+	if len(targets) == 0 || m.serveFence || in.Now < m.fenceAt {
+		return nil
+	}
+	m.serveFence = true
+	return []Action{Fence{Epoch: m.epoch, Targets: targets,
+		Reason: fmt.Sprintf("%v may run the group beside its holder %s (epoch %d)", targets, m.cfg.Self, m.epoch)}}
+}
+
 // maxBackoff caps the pause between fence attempts while blocked: a third
 // of the lease (at least a quarter second), so a device that comes back
 // (a BMC rebooted, a switch port fixed) is used within about a second at
@@ -1014,7 +1063,7 @@ func (m *Machine) expiry(n string, v View) (at Time, kind string, ok bool) {
 	switch {
 	case m.cfg.TokenStorage && !m.cfg.Unchecked:
 		return base.Add(m.timingOf(n, v).Grace), ExpiryLease, true
-	case m.cfg.WatchdogLevel[n] && v.Watchdogs[n] > 0:
+	case m.cfg.WatchdogLevel[n] && v.Watchdogs[n] > 0 && !v.Unclean[n]:
 		return base.Add(v.Watchdogs[n]), ExpiryWatchdog, true
 	}
 	return 0, "", false
@@ -1051,7 +1100,7 @@ func (m *Machine) pass() []Action {
 func (m *Machine) demote(in Input, r Reason, detail string) []Action {
 	m.demotion = Demotion{Reason: r, Detail: detail}
 	m.actingUntil = 0
-	m.confirming, m.monitoring = false, false
+	m.confirming, m.monitoring, m.serveFence = false, false, false
 	acts := []Action{Cancel{Epoch: m.epoch}}
 	// A release says nothing runs here. This process may not have started
 	// what runs (a crashed daemon leaves the storage mounted): while the

@@ -631,7 +631,10 @@ func TestTokenStorageFencesFirstAndBoundShortensTheWait(t *testing.T) {
 }
 
 func TestUncheckedResourceNeverExpires(t *testing.T) {
-	r := newRig(t, func(c *Config) { c.Storage, c.TokenStorage, c.Unchecked = true, true, true; c.Fenceable = map[string]bool{} })
+	r := newRig(t, func(c *Config) {
+		c.Storage, c.TokenStorage, c.Unchecked = true, true, true
+		c.Fenceable = map[string]bool{}
+	})
 	r.view.Unconfirmed["b"] = 1
 	r.want(r.grant(2, Grant{LeaseOf: "b"}), Blocked, AskBound{}, Record{})
 	for range 50 {
@@ -849,4 +852,75 @@ func TestOlderFormersAreWaitedOutToo(t *testing.T) {
 		r.now = r.m.Wake(r.now)
 	}
 	r.want(r.step(nil), Serving, Record{})
+}
+
+// A node listed as maybe running the group while this one serves (its
+// probe found a leftover it could not stop) is fenced by the holder, which
+// keeps serving; a failed fence is retried with backoff; a node with no
+// fence devices is left to an admin.
+func TestServingHolderFencesANodeBesideIt(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.Storage = true })
+	r.serve(2)
+	r.view.Unconfirmed["b"] = 1
+	acts := r.step(nil)
+	f := find[Fence](t, acts)
+	if len(f.Targets) != 1 || f.Targets[0] != "b" || !strings.Contains(f.Reason, "beside its holder a") {
+		t.Fatalf("fence %+v", f)
+	}
+	r.want(r.step(nil), Serving) // one at a time
+	r.want(r.step(FenceDone{Epoch: 2, Failed: map[string]string{"b": "BMC unreachable"}}), Serving)
+	r.want(r.step(nil), Serving) // backing off
+	r.now = r.m.fenceAt
+	find[Fence](t, r.step(nil))
+	delete(r.view.Unconfirmed, "b") // the record cleared it
+	r.want(r.step(FenceDone{Epoch: 2}), Serving)
+	for end := r.now.Add(10 * time.Second); r.now < end; r.now = r.m.Wake(r.now) {
+		for _, a := range r.step(nil) {
+			switch a := a.(type) {
+			case Fence:
+				t.Fatal("fenced again after the record cleared it")
+			case Monitor:
+				r.step(MonitorDone{Epoch: a.Epoch})
+			}
+		}
+	}
+	if !r.m.Acting(r.now) {
+		t.Fatal("the holder stopped acting")
+	}
+	// No devices: nothing to run.
+	r2 := newRig(t, func(c *Config) { c.Storage = true; c.Fenceable = map[string]bool{"a": true} })
+	r2.serve(2)
+	r2.view.Unconfirmed["b"] = 1
+	for _, a := range r2.step(nil) {
+		if _, ok := a.(Fence); ok {
+			t.Fatal("fenced a node without devices")
+		}
+	}
+}
+
+// A node marked unclean (its watchdog did not reset it: its probe found a
+// leftover) is not confirmed by its watchdog level.
+func TestUncleanNodeNotConfirmedByItsWatchdog(t *testing.T) {
+	r := newRig(t, func(c *Config) {
+		c.Storage, c.Fenceable, c.WatchdogLevel = true, map[string]bool{}, map[string]bool{"b": true}
+	})
+	r.view.Unconfirmed["b"] = 1
+	r.view.Watchdogs = map[string]time.Duration{"b": time.Second}
+	r.view.Unclean = map[string]bool{"b": true}
+	r.grant(2, Grant{LeaseOf: "b"})
+	for range 30 {
+		w := r.m.Wake(r.now)
+		if w == Never {
+			break
+		}
+		r.now = w
+		for _, a := range r.step(nil) {
+			if _, ok := a.(Expire); ok {
+				t.Fatal("an unclean node confirmed by its watchdog")
+			}
+		}
+	}
+	if r.m.Phase() != Blocked {
+		t.Fatalf("phase %s", r.m.Phase())
+	}
 }

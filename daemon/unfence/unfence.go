@@ -85,7 +85,7 @@ func choose(reg *agents.Registry, topo stonith.Topology, modes map[string]string
 	for i, lvl := range topo {
 		var kept stonith.Level
 		for _, t := range lvl.Devices {
-			use, err := wants(reg, t, modes[t.Device])
+			use, err := Wants(reg, t, modes[t.Device])
 			if err != nil {
 				errs = append(errs, fmt.Errorf("device %s: %w", t.Device, err))
 				continue
@@ -103,9 +103,10 @@ func choose(reg *agents.Registry, topo stonith.Topology, modes map[string]string
 	return p, errors.Join(errs...)
 }
 
-// wants reports whether t is unfenced at start: by its mode, else by what
-// its agent declares.
-func wants(reg *agents.Registry, t stonith.Target, mode string) (bool, error) {
+// Wants reports whether t is unfenced at start by the node it fences: by
+// its mode, else by what its agent declares. Such a device cuts only the
+// node's access to the storage (a SCSI-3 registration is the node's own).
+func Wants(reg *agents.Registry, t stonith.Target, mode string) (bool, error) {
 	switch mode {
 	case ModeOnStart:
 		return true, nil

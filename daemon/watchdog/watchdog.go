@@ -36,6 +36,7 @@ type Device struct {
 	mu      sync.Mutex
 	f       *os.File
 	timeout time.Duration
+	halted  bool // Halt: never fed again, left open
 }
 
 // Arm opens the device at path, which arms it, sets its timeout to timeout
@@ -149,6 +150,9 @@ func (d *Device) Pet() error {
 	if d.f == nil {
 		return fmt.Errorf("watchdog %s: not armed", d.path)
 	}
+	if d.halted {
+		return fmt.Errorf("watchdog %s: halted for a self-fence", d.path)
+	}
 	if _, err := d.f.Write([]byte{'.'}); err != nil {
 		return fmt.Errorf("watchdog %s: feeding: %w", d.path, err)
 	}
@@ -182,5 +186,14 @@ func (d *Device) abandon() {
 	}
 }
 
-// Abandon stops feeding for good and lets the watchdog fire (self-fence).
+// Abandon closes the device without the magic character. A driver with
+// magic close (or nowayout) keeps counting and fires; one without stops.
 func (d *Device) Abandon() { d.abandon() }
+
+// Halt stops feeding for good and leaves the device open, so that it fires
+// whatever the driver does at close (self-fence). Disarm still works.
+func (d *Device) Halt() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.halted = true
+}

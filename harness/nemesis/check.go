@@ -30,6 +30,7 @@ type checkInput struct {
 	fsckOut           string
 	fsckOK            bool
 	fsckErr           error
+	noDisk            bool              // the tokens profile: no shared ext4
 	logs              map[string][]byte // node name → its log
 }
 
@@ -41,6 +42,15 @@ func (c *cluster) gather(history []HistoryRecord, herr error) checkInput {
 	in.store, in.storeErr = tokenstore.ReadLog(c.path("store.log"))
 	for _, n := range c.nodes {
 		in.logs[n.name], _ = os.ReadFile(n.dn.Log)
+	}
+	if c.opts.Tokens {
+		in.noDisk = true
+		data, err := os.ReadFile(c.path("shared-records"))
+		if err != nil && !os.IsNotExist(err) {
+			in.diskErr = err
+		}
+		in.disk, in.diskBad = ParseRecords(data)
+		return in
 	}
 	if err := c.disk.waitUnmounted(30 * time.Second); err != nil {
 		in.fsckErr, in.diskErr = err, err
@@ -112,7 +122,9 @@ func checkOrder(name string, recs []Record) []Violation {
 // checkHandovers checks that every change of writing node was preceded by
 // the old writer's committed release, a fence of it confirmed by
 // read-back, or an administrator's confirmation — each after the old
-// writer's last write and before the new writer's first.
+// writer's last write and before the new writer's first — or, storage
+// checking tokens, the lease expiry the new holder recorded, before its
+// first write.
 func checkHandovers(recs []Record, hist []HistoryRecord) (out []Violation, changes int) {
 	runs := runsOf(recs)
 	for i := 1; i < len(runs); i++ {
@@ -129,6 +141,14 @@ func checkHandovers(recs []Record, hist []HistoryRecord) (out []Violation, chang
 			ok := h.Kind == "confirm" || h.Kind == "fence" && h.Action != "on" || h.Kind == "release" && h.Epoch >= a.Epoch
 			at := h.At()
 			if ok && !at.Before(a.Last) && !at.After(b.First) {
+				covered = true
+				break
+			}
+			// With storage that checks tokens, the former's writes go on
+			// being accepted until the new epoch's first one (they are
+			// refused from then on: the order check): its lease expiry
+			// need only come before that first write.
+			if h.Kind == "lease-expiry" && !at.Before(a.First) && !at.After(b.First) {
 				covered = true
 				break
 			}
@@ -177,9 +197,14 @@ func check(in checkInput) (vs []Violation, checks []string) {
 			add(Violation{"shared disk", "unreadable " + b})
 		}
 		add(checkOrder("shared disk", in.disk)...)
-		checks = append(checks, fmt.Sprintf("file on the shared ext4: %d writes in %d tenures, no interleaving, no stale writer", len(in.disk), len(runsOf(in.disk))))
+		where := "file on the shared ext4"
+		if in.noDisk {
+			where = "shared file of the writes the token store accepted"
+		}
+		checks = append(checks, fmt.Sprintf("%s: %d writes in %d tenures, no interleaving, no stale writer", where, len(in.disk), len(runsOf(in.disk))))
 	}
 	switch {
+	case in.noDisk:
 	case in.fsckErr != nil:
 		add(Violation{"fsck", in.fsckErr.Error()})
 	case !in.fsckOK:
@@ -210,7 +235,7 @@ func check(in checkInput) (vs []Violation, checks []string) {
 	} else {
 		hv, n := checkHandovers(in.blind, in.history)
 		add(hv...)
-		checks = append(checks, fmt.Sprintf("%d changes of writer, each after a release, confirmed fence or confirmation (%d history records)", n, len(in.history)))
+		checks = append(checks, fmt.Sprintf("%d changes of writer, each after a release, confirmed fence, confirmation or lease expiry (%d history records)", n, len(in.history)))
 	}
 	names := make([]string, 0, len(in.logs))
 	for name := range in.logs {

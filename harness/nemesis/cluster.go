@@ -34,6 +34,12 @@ type Options struct {
 	// Escape is the negative control: the blind writer runs outside its
 	// node's machine, so a power-off does not stop it.
 	Escape bool
+	// Tokens is the tokens profile: the storage checks tokens
+	// (storage.checks_tokens) and is nothing but the token store (no
+	// shared ext4; the writer writes its records only once the store
+	// accepted them), and the last node has no fence topology, so a
+	// takeover from it goes by lease expiry.
+	Tokens bool
 	// RecoveryTimeout bounds the wait for the cluster to serve again after
 	// a fault is healed (default 90s).
 	RecoveryTimeout time.Duration
@@ -170,6 +176,9 @@ func startCluster(ctx context.Context, o Options) (c *cluster, err error) {
 
 	hc := hookConfig{Dir: c.path("hooks"), NodesDir: c.path("nodes"), Nemesis: o.Nemesis, Lab: o.Lab,
 		Blind: c.path("blind.log"), StoreURL: "http://" + net.JoinHostPort(c.mgmt, "8090"), Interval: "20ms"}
+	if o.Tokens {
+		hc.Shared = c.path("shared-records")
+	}
 	if o.Escape {
 		hc.Escape = c.path("escape.sock")
 		if c.escape, err = startEscapeServer(hc.Escape, o.Nemesis, c.path("escaped-writers.log")); err != nil {
@@ -213,6 +222,10 @@ func startCluster(ctx context.Context, o Options) (c *cluster, err error) {
 				Mount:           &config.Mount{Device: c.disk.Device, Mountpoint: c.path("mnt"), FSType: "ext4", Options: "noatime"},
 				Hooks:           config.Hooks{Start: hooks.start, Stop: hooks.stop, Monitor: hooks.monitor},
 				MonitorInterval: config.Duration(2 * c.timing.Heartbeat.D()),
+			}
+			if o.Tokens {
+				cfg.Storage.Mount, cfg.Storage.ChecksTokens = nil, true
+				cfg.Nodes[len(cfg.Nodes)-1].Fence = nil
 			}
 			cfg.History.Limit = config.MaxHistory // a long run (1,000 faults) records about 1,000
 		},

@@ -22,6 +22,10 @@ type hookConfig struct {
 	// Escape makes the start hook ask the harness to run the blind writer
 	// outside the machine (the negative control).
 	Escape string // the escape socket, or ""
+	// Shared, in the tokens profile, is the file all writers append to in
+	// place of one on the shared ext4: each record goes there only once the
+	// token store accepted it.
+	Shared string
 }
 
 func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
@@ -49,8 +53,12 @@ alive() {
 	grep -qa writer "/proc/$1/cmdline" 2>/dev/null
 }
 `
-	blind := shq(c.Nemesis) + ` writer --node "$FENCED_NODE" --epoch "$FENCED_EPOCH" --file "$FENCED_MOUNTPOINT/records" --blind ` +
-		shq(c.Blind) + ` --interval ` + c.Interval + ` >>"$node_dir/writer.log" 2>&1 </dev/null &
+	file, store, needMount := `"$FENCED_MOUNTPOINT/records"`, "", `: "${FENCED_MOUNTPOINT:?FENCED_MOUNTPOINT not set}"`
+	if c.Shared != "" {
+		file, store, needMount = shq(c.Shared), " --store "+shq(c.StoreURL), ""
+	}
+	blind := shq(c.Nemesis) + ` writer --node "$FENCED_NODE" --epoch "$FENCED_EPOCH" --file ` + file + ` --blind ` +
+		shq(c.Blind) + ` --interval ` + c.Interval + store + ` >>"$node_dir/writer.log" 2>&1 </dev/null &
 echo $! >"$run/blind.pid"`
 	if c.Escape != "" {
 		blind = `# Negative control: the writer runs outside this machine.
@@ -75,7 +83,7 @@ echo $! >"$run/blind.pid"`
 done
 `,
 		h.start: common + `: "${FENCED_EPOCH:?FENCED_EPOCH not set}"
-: "${FENCED_MOUNTPOINT:?FENCED_MOUNTPOINT not set}"
+` + needMount + `
 ` + shq(h.stop) + `
 ` + blind + `
 ` + shq(c.Lab) + ` sim writer --url ` + shq(c.StoreURL) + ` --interval 50ms >>"$node_dir/token-writer.log" 2>&1 </dev/null &

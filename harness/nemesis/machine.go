@@ -233,6 +233,10 @@ func RunInit(specPath string) error {
 	if err := unix.Mount("tmpfs", spec.RunDir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=16m,mode=755"); err != nil {
 		return fmt.Errorf("init: tmpfs on %s: %w", spec.RunDir, err)
 	}
+	reset, err := standInSysrq(spec.RunDir)
+	if err != nil {
+		return err
+	}
 	chld := make(chan os.Signal, 16)
 	signal.Notify(chld, syscall.SIGCHLD)
 	ctl := make(chan os.Signal, 4)
@@ -268,8 +272,43 @@ func RunInit(specPath string) error {
 			case s == syscall.SIGTERM && daemon != 0:
 				syscall.Kill(daemon, syscall.SIGTERM)
 			}
+		case <-reset:
+			// The init's end is the PID namespace's: every process of
+			// the machine goes, as in a reset (the machine stays off).
+			fmt.Fprintf(logf, "%s nemesis init: sysrq reboot requested: the machine resets\n", stamp())
+			return nil
 		}
 	}
+}
+
+// standInSysrq puts a file of the machine's own over /proc/sysrq-trigger
+// (in its mount namespace), so that a self-fence resets this machine and
+// never the host, and returns a channel closed when something writes to
+// it. Where the kernel has no sysrq there is nothing to cover: the daemon
+// finds it refused, as on such a machine.
+func standInSysrq(dir string) (<-chan struct{}, error) {
+	const trigger = "/proc/sysrq-trigger"
+	if _, err := os.Stat(trigger); err != nil {
+		return nil, nil
+	}
+	stand := filepath.Join(dir, "sysrq-trigger")
+	if err := os.WriteFile(stand, nil, 0o200); err != nil {
+		return nil, fmt.Errorf("init: sysrq stand-in: %w", err)
+	}
+	if err := unix.Mount(stand, trigger, "", unix.MS_BIND, ""); err != nil {
+		return nil, fmt.Errorf("init: sysrq stand-in over %s (a self-fence would reboot the host): %w", trigger, err)
+	}
+	reset := make(chan struct{})
+	go func() {
+		for {
+			time.Sleep(50 * time.Millisecond)
+			if st, err := os.Stat(stand); err == nil && st.Size() > 0 {
+				close(reset)
+				return
+			}
+		}
+	}()
+	return reset, nil
 }
 
 func describeWait(ws unix.WaitStatus) string {

@@ -133,6 +133,26 @@ func TestNemesis5(t *testing.T) {
 	}
 }
 
+// TestNemesisTokens is the tokens profile: storage that checks tokens and
+// nothing else (no shared ext4), the last node without a fence topology,
+// so that a takeover from it goes by lease expiry; random faults of every
+// kind, and the checker must find nothing.
+func TestNemesisTokens(t *testing.T) {
+	needRoot(t)
+	res := runProfile(t, 3, 30, Options{Tokens: true})
+	defer keepOrRemove(t, res)
+	for _, v := range res.Violations {
+		t.Errorf("SAFETY VIOLATION: %s: %s", v.Check, v.Detail)
+	}
+	if res.Stuck > 0 {
+		t.Errorf("the cluster did not recover after %d faults", res.Stuck)
+	}
+	t.Logf("%d takeovers by lease expiry", res.Expiries)
+	if res.Expiries == 0 {
+		t.Error("no takeover by lease expiry: the profile did not test its path")
+	}
+}
+
 // TestNemesisNegativeControl: a writer that escapes its machine (power-off
 // does not stop it) must be caught: its writes interleave with the next
 // primary's, and it writes after the fence that was meant to stop it.
@@ -290,6 +310,12 @@ func TestCheckHandovers(t *testing.T) {
 		// a fence "confirmed" before the old writer's last write did not stop it
 		{"fence before the last write", []HistoryRecord{hrec(0.5, "fence", "a", 2, "success")}, false},
 		{"fence after the new writer started", []HistoryRecord{hrec(4, "fence", "a", 2, "success")}, false},
+		// storage that checks tokens: the old writer's writes are accepted
+		// until the new epoch's first, so its expiry may come before its
+		// last write, but not after the new one's first
+		{"lease expiry before the last write", []HistoryRecord{hrec(0.5, "lease-expiry", "a", 2, "success")}, true},
+		{"lease expiry after the new writer started", []HistoryRecord{hrec(4, "lease-expiry", "a", 2, "success")}, false},
+		{"lease expiry before the old tenure", []HistoryRecord{hrec(-1, "lease-expiry", "a", 2, "success")}, false},
 	} {
 		vs, n := checkHandovers(recs, c.hist)
 		if n != 1 {

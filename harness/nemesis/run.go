@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -25,7 +26,9 @@ type Result struct {
 	Violations []Violation   `json:"violations"`
 	Checks     []string      `json:"checks"` // what was checked, one line each
 	Stuck      int           `json:"stuck"`  // faults after which the cluster did not recover
-	Dir        string        `json:"dir"`
+	// Expiries counts the takeovers by lease expiry (the tokens profile).
+	Expiries int    `json:"expiries"`
+	Dir      string `json:"dir"`
 	// Summary is the availability table, as printed.
 	Summary  string `json:"summary"`
 	Timeline string `json:"timeline"` // path of the HTML timeline
@@ -66,6 +69,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	kinds := c.kinds()
 	stuckRun := 0
 	for i := 0; i < o.Faults && ctx.Err() == nil; i++ {
+		if o.Tokens && i%4 == 0 {
+			// The node without a fence topology primary now and then, so
+			// that faults of the primary take over from it by lease
+			// expiry.
+			c.transferTo(ctx, c.nodes[len(c.nodes)-1])
+		}
 		f := c.runFault(ctx, i, kinds)
 		res.Faults = append(res.Faults, f)
 		line := fmt.Sprintf("fault %d/%d %-18s %-22s", i+1, o.Faults, f.Kind, groupNameS(f.Targets))
@@ -97,6 +106,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	history, herr := c.history(ctx)
 	if herr != nil {
 		c.progress("nemesis: history: %v", herr)
+	}
+	for _, h := range history {
+		if h.Kind == "lease-expiry" && h.Outcome == "success" {
+			res.Expiries++
+		}
 	}
 	segments := c.obs.segments()
 	c.obs.stop()
@@ -424,6 +438,28 @@ func (h HistoryRecord) At() time.Time {
 
 // history asks every node with `fencectl history -o json` and keeps the
 // longest answer (the most up-to-date replica), also saved as history.json.
+// transferTo asks for primacy to move to n (best effort: a node that is
+// down or not eligible just stays where it is).
+func (c *cluster) transferTo(ctx context.Context, n *node) {
+	for _, via := range c.nodes {
+		if !via.on() || via.isPaused() {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		out, err := exec.CommandContext(cctx, c.opts.Fencectl, "-s", via.dn.Socket, "-o", "json", "transfer", n.name).CombinedOutput()
+		cancel()
+		if err == nil {
+			c.event("note", n.name, "transfer", "via "+via.name)
+			if _, err := c.waitRecovered(ctx, c.opts.RecoveryTimeout, nil); err != nil {
+				c.progress("nemesis: after the transfer to %s: %v", n.name, err)
+			}
+			return
+		}
+		c.progress("nemesis: transfer to %s via %s: %v: %s", n.name, via.name, err, strings.TrimSpace(string(out)))
+		return
+	}
+}
+
 func (c *cluster) history(ctx context.Context) ([]HistoryRecord, error) {
 	var best []byte
 	var bestDoc historyDoc

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/fenced/fenced/daemon/storage/tokenstore"
 )
 
 // Record is one write of the primary's application: appended to a file on
@@ -33,11 +35,16 @@ type WriterConfig struct {
 	File     string // on the shared filesystem
 	Blind    string // the outside log that checks nothing
 	Interval time.Duration
+	// Store, in the tokens profile, is the token-checking store: each
+	// record is written there first, and to File and Blind only once the
+	// store accepted it; the writer ends when the store calls its epoch
+	// stale. An application on storage that checks tokens.
+	Store string
 }
 
 // RunWriter appends a record to File then to Blind every Interval until ctx
 // ends. It checks no epoch: it is the application a fencing daemon must
-// stop in time.
+// stop in time (unless Store is set: see WriterConfig).
 func RunWriter(ctx context.Context, c WriterConfig) error {
 	if c.Node == "" || c.Epoch == 0 || c.File == "" || c.Blind == "" {
 		return errors.New("writer: node, a non-zero epoch, file and blind log are required")
@@ -58,7 +65,26 @@ func RunWriter(ctx context.Context, c WriterConfig) error {
 	tick := time.NewTicker(c.Interval)
 	defer tick.Stop()
 	pid := os.Getpid()
+	var tokens *tokenstore.Writer
+	if c.Store != "" {
+		tokens = &tokenstore.Writer{URL: c.Store, Node: c.Node, Epoch: c.Epoch}
+	}
 	for seq := uint64(1); ; seq++ {
+		if tokens != nil {
+			err := tokens.WriteOnce(ctx, seq)
+			switch {
+			case errors.Is(err, tokenstore.ErrStale):
+				return fmt.Errorf("writer %s epoch %d: %w", c.Node, c.Epoch, err)
+			case err != nil:
+				seq-- // not written: the store decides, not the network
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-tick.C:
+				}
+				continue
+			}
+		}
 		b, _ := json.Marshal(Record{Time: time.Now().UTC(), Node: c.Node, Epoch: c.Epoch, Seq: seq, Pid: pid})
 		b = append(b, '\n')
 		// One write(2) each: O_APPEND makes it atomic against the other

@@ -80,6 +80,20 @@ func (w *Writer) Run(ctx context.Context) error {
 
 var errInvalid = errors.New("request refused as invalid")
 
+// WriteOnce makes write seq, once: nil when the store accepted it, an error
+// wrapping ErrStale when it refused the epoch as stale.
+func (w *Writer) WriteOnce(ctx context.Context, seq uint64) error {
+	client := w.Client
+	if client == nil {
+		client = &http.Client{Timeout: 2 * time.Second}
+	}
+	url := strings.TrimRight(w.URL, "/")
+	if !strings.HasSuffix(url, "/write") {
+		url += "/write"
+	}
+	return w.write(ctx, client, url, seq)
+}
+
 func (w *Writer) write(ctx context.Context, client *http.Client, url string, seq uint64) error {
 	body, _ := json.Marshal(WriteRequest{Node: w.Node, Epoch: w.Epoch, Seq: seq,
 		Data: fmt.Sprintf("%s epoch %d write %d", w.Node, w.Epoch, seq)})

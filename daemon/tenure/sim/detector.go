@@ -76,13 +76,13 @@ func (p *proc) rankOrder(l int) []string {
 	for _, n := range p.w.nodes {
 		voters = append(voters, n.name)
 	}
-	return quorum.RankOrder(voters, nodeName(l), p.mayNotHold)
+	return quorum.RankOrder(voters, nodeName(l), p.mayNotHold())
 }
 
 // mayNotHold: a witness or a standby node (as the daemon's mayNotHold).
-func (p *proc) mayNotHold(name string) bool {
-	n := p.w.node(name)
-	return p.w.sc.witness(n.id) || p.n.fsm.View().Standby[name]
+func (p *proc) mayNotHold() func(string) bool {
+	standby := p.n.fsm.View().Standby
+	return func(name string) bool { return p.w.sc.witness(p.w.node(name).id) || standby[name] }
 }
 
 func (p *proc) armWatch() {

@@ -20,10 +20,15 @@ type simEffects struct{ p *proc }
 func (e simEffects) Fence(s *driver.Scope, req stonith.Request, done func(stonith.Record)) {
 	p, w := e.p, e.p.w
 	started := w.wall()
-	p.engine(s, w.node(req.Target), func(outcome, msg string) {
-		done(stonith.Record{ID: req.ID, Kind: stonith.KindFence, Target: req.Target, Action: req.Action, Reason: req.Reason,
+	tn := w.node(req.Target)
+	p.engine(s, tn, req.PowerOnly, func(outcome, msg string, level int) {
+		rec := stonith.Record{ID: req.ID, Kind: stonith.KindFence, Target: req.Target, Action: req.Action, Reason: req.Reason,
 			RequestedBy: req.RequestedBy, Executor: req.Executor, Epoch: req.Epoch, Started: started, Finished: w.wall(),
-			Outcome: outcome, Error: msg})
+			Outcome: outcome, Error: msg, TargetBoot: req.TargetBoot}
+		if outcome == stonith.OutcomeSuccess && tn.levelCuts(level) {
+			rec.Scope = stonith.ScopeStorage
+		}
+		done(rec)
 	})
 }
 
@@ -39,14 +44,14 @@ func (e simEffects) Probe(_ *driver.Scope, done func(error)) {
 	p, w, n, inc := e.p, e.p.w, e.p.n, e.p.inc
 	w.after(uniform(n.rng, time.Millisecond, 20*time.Millisecond), func() {
 		n.exec(inc, func() {
-			if !n.running {
-				done(nil)
+			if !n.running || n.stray {
+				done(nil) // (a stray writer is not the group's to see)
 				return
 			}
 			w.tracef("%s probe: the storage runs here: stopping it (%s)", n.name, opNames[n.stStop])
 			switch n.stStop {
 			case opOK:
-				n.running = false
+				n.running, n.stray = false, false
 				done(nil)
 			case opFail, opHang:
 				p.timer(uniform(n.rng, 5*time.Millisecond, 100*time.Millisecond), func() {
@@ -119,7 +124,7 @@ func (e simEffects) ArmWatchdog() time.Duration {
 		p.timer(every, feed)
 	}
 	// As the daemon: advertised only if the timer survives the daemon.
-	if keeps, _ := watchdog.Keeps(watchdog.Options{Known: true, MagicClose: wd.magic}); !keeps {
+	if keeps, _ := watchdog.Keeps(watchdog.Options{Known: true, MagicClose: wd.magic}); !keeps && p.w.opt.Mutation != MutTrustWatchdog {
 		return 0
 	}
 	return wd.timeout
@@ -131,28 +136,38 @@ func (e simEffects) DisarmWatchdog() {
 	}
 }
 
-// SelfFence is the daemon's self-fence (daemon/selffence.go): with a
-// watchdog device, open it (armed, no longer fed) and reset through sysrq;
-// without one, exit, and systemd restarts the daemon (RestartSec=5s).
-func (e simEffects) SelfFence(reason string) {
+// SelfFence is the daemon's self-fence (daemon/selffence.go): hold the
+// watchdog (armed if it was not, fed no more, left open), then reset
+// through sysrq; a held watchdog resets the machine at its timeout. It
+// reports whether a reset is under way.
+func (e simEffects) SelfFence(reason string) bool {
 	n := e.p.n
 	n.w.tracef("%s SELF-FENCE: %s", n.name, reason)
-	if n.wd != nil {
-		if !n.wd.armed {
-			n.wd.arm()
+	if wd := n.wd; wd != nil {
+		if !wd.armed {
+			wd.arm()
 		}
-		if n.sysrq() {
-			n.reset("self-fence (sysrq)")
-			return
-		}
+		wd.halted = true
 	}
-	n.w.tracef("%s self-fence: the daemon exits (the machine keeps running)", n.name)
+	if n.sysrq() {
+		n.reset("self-fence (sysrq)")
+		return true
+	}
+	return n.wd != nil
+}
+
+// Exit is the daemon's exit after a self-fence that could not reset the
+// machine; systemd starts it again (RestartSec=5s).
+func (e simEffects) Exit(reason string) {
+	n := e.p.n
+	n.w.tracef("%s self-fence impossible: the daemon exits (the machine keeps running)", n.name)
 	n.crash(5 * time.Second)
 }
 
 // engine tries the target's fence levels in order; the first level whose
-// device is read back off wins.
-func (p *proc) engine(s *driver.Scope, tn *Node, cb func(outcome, msg string)) {
+// device is read back off wins (powerOnly: levels that cut only the
+// storage are not tried, as the stonith engine).
+func (p *proc) engine(s *driver.Scope, tn *Node, powerOnly bool, cb func(outcome, msg string, level int)) {
 	var try func(level int, unknown bool, msgs []string)
 	try = func(level int, unknown bool, msgs []string) {
 		if level == levels || s.Cancelled() {
@@ -164,12 +179,16 @@ func (p *proc) engine(s *driver.Scope, tn *Node, cb func(outcome, msg string)) {
 			if unknown {
 				outcome = stonith.OutcomeUnknown
 			}
-			cb(outcome, fmt.Sprint(msgs))
+			cb(outcome, fmt.Sprint(msgs), -1)
+			return
+		}
+		if powerOnly && tn.levelCuts(level) {
+			try(level+1, unknown, append(msgs, "not tried: it cuts only the storage"))
 			return
 		}
 		p.deviceTry(s, tn, level, func(result, msg string) {
 			if result == stonith.ResultSuccess {
-				cb(stonith.OutcomeSuccess, "")
+				cb(stonith.OutcomeSuccess, "", level)
 				return
 			}
 			try(level+1, unknown || result == stonith.ResultUnknown, append(msgs, msg))
@@ -265,7 +284,7 @@ func (p *proc) storageStop(deadline tenure.Time, cb func(error)) {
 		if d < grace {
 			w.after(d, func() {
 				n.exec(inc, func() {
-					n.running = false
+					n.running, n.stray = false, false
 					cb(nil)
 				})
 			})

@@ -224,6 +224,23 @@ func (n *Node) stOp(op int) *opMode {
 	return &n.stMon
 }
 
+// recoverByHand is an admin powering a node off, confirming it down (on
+// the leader, retried until committed), and powering it on again.
+func (w *World) recoverByHand(n *Node) {
+	n.powerOff("powered off by the admin")
+	n.restart++
+	var try func(i int)
+	try = func(i int) {
+		if _, listed := w.chk.tfsm.View().Unconfirmed[n.name]; !listed || i > 100 {
+			n.powerOn()
+			return
+		}
+		w.confirm(n)
+		w.after(100*time.Millisecond, func() { try(i + 1) })
+	}
+	try(0)
+}
+
 // confirm is `fencectl confirm NODE --yes` on the leader.
 func (w *World) confirm(n *Node) {
 	q := w.leaderProc()
@@ -298,7 +315,13 @@ func (w *World) heal() {
 			delete(p.inel, "config")
 			p.loopKick()
 		}
+		_, unclean := w.chk.tfsm.View().Unclean[n.name]
 		switch {
+		case unclean:
+			// A node that could not stop the group nor reset itself,
+			// and that no power level can fence: an admin powers it off
+			// by hand and confirms it (fencectl confirm).
+			w.recoverByHand(n)
 		case n.on && n.cut:
 			// An admin reboots a node fenced from the storage: it
 			// unfences itself when it starts again.

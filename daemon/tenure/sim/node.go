@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -81,6 +82,12 @@ type Node struct {
 	cut bool
 	// wd is the watchdog device, if the node has one.
 	wd *simWatchdog
+	// advBoot is the boot ID the node's daemon last advertised (gossip
+	// keeps the last one it heard).
+	advBoot string
+	// stray: the storage runs here left by a daemon that died, and the
+	// probe cannot see it (Modes.Stray).
+	stray bool
 
 	dev                    [levels]devMode
 	devTok                 [levels]int
@@ -167,7 +174,7 @@ func (n *Node) powerOff(why string) {
 	n.w.tracef("%s POWER OFF (%s)", n.name, why)
 	n.kill()
 	n.on = false
-	n.running = false
+	n.running, n.stray = false, false
 	if n.wd != nil {
 		n.wd.armed = false
 	}
@@ -179,6 +186,7 @@ func (n *Node) powerOff(why string) {
 func (n *Node) kill() {
 	if n.proc != nil {
 		n.proc.dead = true
+		n.stray = n.running && has(n.w.sc.Stray, n.id)
 		if wd := n.wd; wd != nil && wd.armed && !wd.magic {
 			// The process's file closes: without magic close (or
 			// nowayout) that stops the timer.
@@ -214,7 +222,11 @@ func (n *Node) scheduleRestart(after time.Duration) {
 	})
 }
 
+// bootID is the machine's boot ID in this boot.
+func (n *Node) bootID() string { return fmt.Sprintf("%s.boot%d", n.name, n.boots) }
+
 func (n *Node) startProc() {
+	n.advBoot = n.bootID()
 	n.incs++
 	p := newProc(n, n.incs)
 	n.proc = p

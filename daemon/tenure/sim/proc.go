@@ -82,9 +82,9 @@ func (p *proc) start() {
 	}
 	witness := sc.witness(n.id)
 	storage := sc.Storage && !witness
-	cfg := driver.Config{Nodes: nodes, Majority: w.majority, Probe: storage, Machine: tenure.Config{
+	cfg := driver.Config{Nodes: nodes, Majority: w.majority, Probe: storage, Boot: n.bootID(), Machine: tenure.Config{
 		Self: n.name, Timing: n.timing(), Storage: storage, MonitorInterval: n.profile().monitor,
-		Witness: witness, Fenceable: fenceable, TokenStorage: sc.Tokens, Unchecked: sc.VIP, WatchdogLevel: wdLevel,
+		Witness: witness, Fenceable: fenceable, TokenStorage: sc.Tokens, Unchecked: sc.VIP && w.opt.Mutation != MutTokensOnly, WatchdogLevel: wdLevel,
 	}}
 	if has(sc.SCSI, n.id) {
 		cfg.Unfence = &driver.UnfencePlan{Devices: []string{"scsi"}}
@@ -254,8 +254,20 @@ func (l simLog) Leader() string {
 	}
 	return nodeName(l.p.leaderID)
 }
-func (l simLog) View() quorum.View         { return l.p.n.fsm.View() }
-func (l simLog) History() []stonith.Record { return l.p.n.fsm.State().History }
+func (l simLog) View() quorum.View {
+	v := l.p.n.fsm.View()
+	if l.p.w.opt.Mutation == MutNoTimings {
+		v.Timings = nil // broken on purpose
+	}
+	return v
+}
+
+func (l simLog) History() []stonith.Record {
+	if l.p.w.opt.Mutation == MutBlindUnfence {
+		return nil // broken on purpose
+	}
+	return l.p.n.fsm.State().History
+}
 
 func (l simLog) SinceContact(leader string) (time.Duration, bool) {
 	return l.p.contactOf(l.p, l.p.w.node(leader).id)
@@ -298,7 +310,7 @@ func (l simLog) Transfer(to string, done func(error)) {
 			o := p.w.node(name)
 			return o.live() != nil && p.w.net.connected(p.n.id, o.id) && p.w.net.connected(o.id, p.n.id)
 		}
-		to = quorum.Successor(p.rankOrder(p.n.id), p.mayNotHold, alive, silent)
+		to = quorum.Successor(p.rankOrder(p.n.id), p.mayNotHold(), alive, silent)
 	}
 	id := -1
 	if to != "" {
@@ -311,6 +323,7 @@ func (l simLog) Transfer(to string, done func(error)) {
 type simPeers struct{ p *proc }
 
 func (s simPeers) Forward(c quorum.Command, done func(error)) { s.p.forward(c, done) }
+func (s simPeers) Boot(node string) string                    { return s.p.w.node(node).advBoot }
 
 func (s simPeers) Contact(_ context.Context, node, leader string, done func(time.Duration, bool, bool)) {
 	p, w := s.p, s.p.w

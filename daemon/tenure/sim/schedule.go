@@ -240,6 +240,10 @@ type Modes struct {
 	// SlowStop nodes' stops take most of their grace (an unmount that
 	// flushes), and finish within it.
 	SlowStop []int
+	// Stray nodes leave, when their daemon dies holding the storage, a
+	// writer the probe at the next start cannot see (an application the
+	// group does not know of, still writing).
+	Stray []int
 	// Timings are each node's timing profile when they differ (a change of
 	// timing rolling through the cluster): index into profiles, then
 	// altProfiles. Empty: every node runs Profile.
@@ -303,6 +307,7 @@ func Generate(seed uint64) Schedule {
 // the rest of a seed's schedule is what it was before modes existed.
 func genModes(sc *Schedule) {
 	r := rand.New(rand.NewPCG(sc.Seed, 0x6d6f646573))
+	lease := profiles[sc.Profile].timing.Lease
 	pick := func(pct int, from []int) []int {
 		var out []int
 		for _, i := range from {
@@ -356,6 +361,28 @@ func genModes(sc *Schedule) {
 	if sc.Storage && r.IntN(4) == 0 {
 		sc.SlowStop = pick(60, data)
 	}
+	if sc.Storage && r.IntN(4) == 0 {
+		sc.Stray = pick(50, data)
+	}
+	// The paths without a fence are taken only when a fence fails: a dead
+	// BMC for the whole run, on a node that may take one.
+	dead := func(from []int) {
+		if len(from) > 0 && r.IntN(2) == 0 {
+			sc.Faults = append(sc.Faults, Fault{Kind: Device, Node: from[r.IntN(len(from))], Dur: sc.Heal,
+				Arg: levels | int(devFail)<<4})
+		}
+	}
+	if sc.Tokens {
+		dead(data)
+	}
+	// The watchdog level: every node that has it with a dead BMC, and
+	// the primary's daemon killed, down until the heal.
+	if len(sc.WDLevel) > 0 && r.IntN(2) == 0 {
+		for _, n := range sc.WDLevel {
+			sc.Faults = append(sc.Faults, Fault{Kind: Device, Node: n, Dur: sc.Heal, Arg: levels | int(devFail)<<4})
+		}
+		sc.Faults = append(sc.Faults, Fault{At: uniform(r, lease, sc.Heal), Kind: Crash, Node: sc.WDLevel[0], Primary: true})
+	}
 	if r.IntN(5) == 0 {
 		n := len(profiles) + len(altProfiles)
 		for range sc.Nodes {
@@ -368,7 +395,6 @@ func genModes(sc *Schedule) {
 	}
 	// A node that may not take primacy for a while (its configuration
 	// differs from the cluster's, its unfence failed).
-	lease := profiles[sc.Profile].timing.Lease
 	for range r.IntN(3) {
 		sc.Faults = append(sc.Faults, Fault{At: uniform(r, lease/4, sc.Heal), Kind: Ineligible, Node: r.IntN(sc.Nodes),
 			Primary: r.IntN(2) == 0, Dur: uniform(r, lease/3, 3*lease)})
@@ -490,6 +516,7 @@ func (sc Schedule) String() string {
 	list("nomagic", sc.NoMagic)
 	list("nosysrq", sc.NoSysrq)
 	list("slowstop", sc.SlowStop)
+	list("stray", sc.Stray)
 	if len(sc.Timings) > 0 {
 		b.WriteString(" timings=")
 		for i, p := range sc.Timings {
@@ -570,6 +597,8 @@ func Parse(s string) (Schedule, error) {
 			sc.NoSysrq, err = parseNodes(v)
 		case "slowstop":
 			sc.SlowStop, err = parseNodes(v)
+		case "stray":
+			sc.Stray, err = parseNodes(v)
 		case "timings":
 			for _, x := range splitList(v) {
 				var p int
@@ -623,7 +652,7 @@ func Parse(s string) (Schedule, error) {
 			return sc, fmt.Errorf("schedule: down: no node %s", nodeName(d.Node))
 		}
 	}
-	for _, ns := range [][]int{sc.CalmDev, sc.Witness, sc.SCSI, sc.SCSIOnly, sc.Watchdog, sc.WDLevel, sc.NoMagic, sc.NoSysrq, sc.SlowStop} {
+	for _, ns := range [][]int{sc.CalmDev, sc.Witness, sc.SCSI, sc.SCSIOnly, sc.Watchdog, sc.WDLevel, sc.NoMagic, sc.NoSysrq, sc.SlowStop, sc.Stray} {
 		for _, n := range ns {
 			if n >= sc.Nodes {
 				return sc, fmt.Errorf("schedule: no node %s", nodeName(n))

@@ -14,6 +14,7 @@ type simWatchdog struct {
 	timeout time.Duration
 	magic   bool
 	armed   bool
+	halted  bool  // a self-fence stopped feeding it for good
 	fedAt   int64 // true time of the last feed
 	tok     int
 }
@@ -29,6 +30,7 @@ func newSimWatchdog(n *Node) *simWatchdog {
 func (wd *simWatchdog) arm() {
 	if !wd.armed {
 		wd.n.w.tracef("%s watchdog armed (timeout %s, magic close %t)", wd.n.name, wd.timeout, wd.magic)
+		wd.halted = false
 	}
 	wd.armed = true
 	wd.feed()
@@ -36,7 +38,7 @@ func (wd *simWatchdog) arm() {
 
 // feed restarts the timer.
 func (wd *simWatchdog) feed() {
-	if !wd.armed {
+	if !wd.armed || wd.halted {
 		return
 	}
 	w := wd.n.w

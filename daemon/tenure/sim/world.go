@@ -29,9 +29,22 @@ const (
 	// (no barrier through a majority), as a lease read from a stale
 	// leadership flag would.
 	MutStaleConfirm
+	// MutNoTimings hides the timings holders advertised from the
+	// machines: each successor waits out its own.
+	MutNoTimings
+	// MutBlindUnfence hides the fence history from the start-up: a node
+	// fenced during this boot unfences itself.
+	MutBlindUnfence
+	// MutTokensOnly declares a group with a floating address as if every
+	// resource checked tokens.
+	MutTokensOnly
+	// MutTrustWatchdog advertises a watchdog whose timer stops when the
+	// daemon's file closes.
+	MutTrustWatchdog
 )
 
-var mutationNames = [...]string{"none", "no-read-back", "skip-wait", "min-bound", "stale-confirm"}
+var mutationNames = [...]string{"none", "no-read-back", "skip-wait", "min-bound", "stale-confirm", "no-timings", "blind-unfence",
+	"tokens-only", "trust-watchdog"}
 
 func (m Mutation) String() string {
 	if int(m) < len(mutationNames) {
@@ -41,7 +54,8 @@ func (m Mutation) String() string {
 }
 
 // Mutations lists the negative controls.
-var Mutations = []Mutation{MutNoReadBack, MutSkipWait, MutMinBound, MutStaleConfirm}
+var Mutations = []Mutation{MutNoReadBack, MutSkipWait, MutMinBound, MutStaleConfirm, MutNoTimings, MutBlindUnfence, MutTokensOnly,
+	MutTrustWatchdog}
 
 // Options are what a run does besides its schedule.
 type Options struct {

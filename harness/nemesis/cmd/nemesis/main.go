@@ -24,10 +24,10 @@ func main() {
 
 const usage = `usage:
   nemesis run [--nodes 3|5] [--faults N] [--seed S] [--dir DIR] [--timing ci|default]
-              [--kinds a,b] [--fenced BIN] [--fencectl BIN] [--escape]
+              [--profile fence|tokens] [--kinds a,b] [--fenced BIN] [--fencectl BIN] [--escape]
   nemesis machine --spec FILE     (run by a BMC: one power-on of a node)
   nemesis init --spec FILE        (PID 1 of a node's machine)
-  nemesis writer --node N --epoch E --file F --blind B [--interval D]
+  nemesis writer --node N --epoch E --file F --blind B [--interval D] [--store URL]
   nemesis escape --socket S --node N --epoch E --file F --blind B [--interval D]
 
 Exit status of run: 0 when every check passed, 1 on a violation or a
@@ -56,6 +56,8 @@ func run(args []string) int {
 	lab := fs.String("lab", "", "fenced-lab binary (default: beside --fenced)")
 	fencectl := fs.String("fencectl", "bin/fencectl", "fencectl binary")
 	escape := fs.Bool("escape", false, "negative control: the writer escapes its machine")
+	store := fs.String("store", "", "writer: the token-checking store (tokens profile)")
+	profile := fs.String("profile", "fence", "fence (a shared ext4, every node fenced through its BMC) or tokens (storage that checks tokens, one node without a fence topology)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
@@ -70,12 +72,16 @@ func run(args []string) int {
 		stop()
 		err = nemesis.RunInit(*spec)
 	case "writer":
-		err = nemesis.RunWriter(ctx, nemesis.WriterConfig{Node: *node, Epoch: *epoch, File: *file, Blind: *blind, Interval: *interval})
+		err = nemesis.RunWriter(ctx, nemesis.WriterConfig{Node: *node, Epoch: *epoch, File: *file, Blind: *blind, Interval: *interval, Store: *store})
 	case "escape":
 		err = nemesis.RequestEscape(*socket, nemesis.EscapeRequest{Node: *node, Epoch: *epoch, File: *file, Blind: *blind, Interval: *interval})
 	case "run":
+		if *profile != "fence" && *profile != "tokens" {
+			fmt.Fprintf(os.Stderr, "nemesis: --profile %q: want fence or tokens\n", *profile)
+			return 2
+		}
 		return runNemesis(ctx, nemesis.Options{Nodes: *nodes, Faults: *faults, Seed: *seed, Dir: *dir, Fenced: *fenced, Lab: *lab,
-			Fencectl: *fencectl, Escape: *escape, Progress: os.Stdout}, *timing, *kinds)
+			Fencectl: *fencectl, Escape: *escape, Tokens: *profile == "tokens", Progress: os.Stdout}, *timing, *kinds)
 	default:
 		fmt.Fprintln(os.Stderr, usage)
 		return 2
