@@ -18,7 +18,7 @@ import (
 )
 
 var (
-	flagSeeds  = flag.Int("sim.seeds", 10000, "schedules TestSimulation explores (1000 with -short)")
+	flagSeeds  = flag.Int("sim.seeds", 10000, "schedules TestSimulation explores (2,000 with -short or FENCED_TEST_QUICK=1: make test)")
 	flagBase   = flag.String("sim.base", "1", `first seed of TestSimulation ("random": a random one, printed)`)
 	flagSeed   = flag.String("sim.seed", "", "replay the schedule of this seed with a trace (TestReplay)")
 	flagReplay = flag.String("sim.replay", "", "replay this schedule (as a failure prints it) with a trace (TestReplay)")
@@ -95,14 +95,17 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 	return ds[min(len(ds)-1, int(float64(len(ds))*p))]
 }
 
+// quick: `make test` (FENCED_TEST_QUICK=1) or -short.
+func quick() bool { return testing.Short() || os.Getenv("FENCED_TEST_QUICK") != "" }
+
 // TestSimulation is the CI profile: at least 10,000 schedules (3, 5 and 7
 // nodes, all timing profiles, with and without storage), each checked
 // after every step; a failure is shrunk and printed with its replay.
 // `make sim SEEDS=N` runs more from a random first seed.
 func TestSimulation(t *testing.T) {
 	count := *flagSeeds
-	if testing.Short() && count == 10000 {
-		count = 1000
+	if quick() && count == 10000 {
+		count = 2000
 	}
 	base := uint64(1)
 	if *flagBase == "random" {
@@ -169,6 +172,9 @@ func TestSimulation(t *testing.T) {
 // TestNegativeControls breaks one rule at a time; the simulation must
 // catch each within the CI profile's schedules (it stops at the first).
 func TestNegativeControls(t *testing.T) {
+	if quick() {
+		t.Skip("make test: the negative controls run in make check")
+	}
 	const budget = 10000
 	controls := []Options{}
 	for _, mut := range Mutations {
