@@ -76,6 +76,27 @@ func (r *rig) want(acts []Action, phase Phase, kinds ...Action) {
 	}
 }
 
+// neverExpires steps through up to n of the machine's wake-ups (every
+// fence failing) and fails the test on an Expire of what.
+func (r *rig) neverExpires(n int, what string) {
+	r.t.Helper()
+	for range n {
+		w := r.m.Wake(r.now)
+		if w == Never {
+			return
+		}
+		r.now = w
+		for _, a := range r.step(nil) {
+			switch a := a.(type) {
+			case Expire:
+				r.t.Fatalf("expired %s", what)
+			case Fence:
+				r.step(FenceDone{Epoch: a.Epoch, Failed: map[string]string{"b": "dead"}})
+			}
+		}
+	}
+}
+
 func names(acts []Action) string {
 	var s []string
 	for _, a := range acts {
@@ -637,18 +658,7 @@ func TestUncheckedResourceNeverExpires(t *testing.T) {
 	})
 	r.view.Unconfirmed["b"] = 1
 	r.want(r.grant(2, Grant{LeaseOf: "b"}), Blocked, AskBound{}, Record{})
-	for range 50 {
-		w := r.m.Wake(r.now)
-		if w == Never {
-			break
-		}
-		r.now = w
-		for _, a := range r.step(nil) {
-			if _, ok := a.(Expire); ok {
-				t.Fatal("expired a holder whose group runs a resource that checks no tokens")
-			}
-		}
-	}
+	r.neverExpires(50, "a holder whose group runs a resource that checks no tokens")
 	if r.m.Phase() != Blocked || !strings.Contains(r.m.BlockedReason(), "fencectl confirm") {
 		t.Fatalf("phase %s, blocked %q", r.m.Phase(), r.m.BlockedReason())
 	}
@@ -704,15 +714,7 @@ func TestWithoutTokensOrWatchdogAFailedFenceBlocks(t *testing.T) {
 	r.want(r.step(FenceDone{Epoch: 2, Failed: map[string]string{"b": "dead"}}), Blocked, Record{})
 	// Long after every lease: still blocked, never an Expire.
 	for range 50 {
-		r.now = r.m.Wake(r.now)
-		for _, a := range r.step(nil) {
-			if _, ok := a.(Expire); ok {
-				t.Fatal("expired without token storage or watchdog")
-			}
-			if f, ok := a.(Fence); ok {
-				r.step(FenceDone{Epoch: f.Epoch, Failed: map[string]string{"b": "dead"}})
-			}
-		}
+		r.neverExpires(1, "without token storage or watchdog")
 		if r.m.Phase() == Mounting || r.m.Phase() == Serving {
 			t.Fatal("passed the gate")
 		}
@@ -908,18 +910,7 @@ func TestUncleanNodeNotConfirmedByItsWatchdog(t *testing.T) {
 	r.view.Watchdogs = map[string]time.Duration{"b": time.Second}
 	r.view.Unclean = map[string]bool{"b": true}
 	r.grant(2, Grant{LeaseOf: "b"})
-	for range 30 {
-		w := r.m.Wake(r.now)
-		if w == Never {
-			break
-		}
-		r.now = w
-		for _, a := range r.step(nil) {
-			if _, ok := a.(Expire); ok {
-				t.Fatal("an unclean node confirmed by its watchdog")
-			}
-		}
-	}
+	r.neverExpires(30, "an unclean node, by its watchdog")
 	if r.m.Phase() != Blocked {
 		t.Fatalf("phase %s", r.m.Phase())
 	}
