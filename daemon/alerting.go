@@ -9,6 +9,7 @@ import (
 	"github.com/fenced/fenced/daemon/health"
 	"github.com/fenced/fenced/daemon/tenure"
 	"github.com/fenced/fenced/stonith"
+	"github.com/fenced/fenced/stonith/fencing"
 )
 
 // Alerts (package alerts): the daemon turns what happens into alert
@@ -51,12 +52,12 @@ func (d *Daemon) alertFenceStarted(req stonith.Request) {
 		Desc: fmt.Sprintf("Operation %s of %s by %s for %s: started (%s)", req.Action, req.Target, d.self, req.RequestedBy, req.Reason)})
 }
 
-func (d *Daemon) alertFenceDone(rec stonith.Record) {
+func (d *Daemon) alertFenceDone(rec fencing.Record) {
 	ev := alerts.Event{Name: alerts.FenceSucceeded, Kind: alerts.KindFencing, Node: rec.Target, Task: rec.Action, Epoch: rec.Epoch, HasRC: true,
 		Desc: fmt.Sprintf("Operation %s of %s by %s for %s: OK", rec.Action, rec.Target, d.self, rec.RequestedBy)}
-	if rec.Outcome != stonith.OutcomeSuccess {
+	if rec.Outcome != fencing.OutcomeSuccess {
 		ev.Name, ev.RC = alerts.FenceFailed, 1
-		if rec.Outcome == stonith.OutcomeUnknown {
+		if rec.Outcome == fencing.OutcomeUnknown {
 			ev.RC = 2
 		}
 		ev.Desc = fmt.Sprintf("Operation %s of %s by %s for %s: %s: %s", rec.Action, rec.Target, d.self, rec.RequestedBy, rec.Outcome, rec.Error)

@@ -14,7 +14,7 @@ import (
 
 	"github.com/fenced/fenced/daemon"
 	"github.com/fenced/fenced/daemon/config"
-	"github.com/fenced/fenced/daemon/devcluster"
+	"github.com/fenced/fenced/harness/devcluster"
 )
 
 const alertFileSample = "/usr/share/pacemaker/alerts/alert_file.sh.sample"

@@ -15,8 +15,8 @@ import (
 	"github.com/fenced/fenced/daemon"
 	"github.com/fenced/fenced/daemon/apiclient"
 	"github.com/fenced/fenced/daemon/config"
-	"github.com/fenced/fenced/daemon/devcluster"
-	"github.com/fenced/fenced/stonith"
+	"github.com/fenced/fenced/harness/devcluster"
+	"github.com/fenced/fenced/stonith/fencing"
 )
 
 // TestAPIHostileClients drives the local API the way a broken or hostile
@@ -134,7 +134,7 @@ func TestAPIHostileClients(t *testing.T) {
 		if len(h.Records) != n {
 			t.Errorf("a refused fence left %d history records (was %d)", len(h.Records), n)
 		}
-		var rec stonith.Record
+		var rec fencing.Record
 		dirty := "disk\x1b[2J\x1b]0;owned\x07 full\r\n42  2025-01-01 00:00:00  fence  node9\u202e"
 		if err := cl.Do(ctxT(t, 30*time.Second), "POST", "/v1/fence", nil, daemon.AdminRequest{Node: victim.Name, Reason: dirty}, &rec); err != nil {
 			t.Fatal(err)

@@ -53,7 +53,7 @@ func TestProductLinksNoSimulator(t *testing.T) {
 		"github.com/fenced/fenced/agents/san/fabricsim",
 		"github.com/fenced/fenced/agents/pdu/pdutest",
 		"github.com/fenced/fenced/daemon/storage/tokenstore",
-		"github.com/fenced/fenced/daemon/devcluster",
+		"github.com/fenced/fenced/harness/devcluster",
 		"github.com/fenced/fenced/harness",
 	}
 	for _, cmd := range []string{"../cmd/fenced", "../cmd/fencectl"} {

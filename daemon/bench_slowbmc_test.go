@@ -14,8 +14,8 @@ import (
 
 	"github.com/fenced/fenced/agents/ipmi/ipmisim"
 	"github.com/fenced/fenced/daemon/config"
-	"github.com/fenced/fenced/daemon/devcluster"
-	"github.com/fenced/fenced/stonith"
+	"github.com/fenced/fenced/harness/devcluster"
+	"github.com/fenced/fenced/stonith/fencing"
 )
 
 // BenchmarkTakeoverSlowBMC measures what BenchmarkTakeover does (3 nodes,
@@ -263,11 +263,11 @@ func confirmedAttempt(ctx context.Context, q *devcluster.Node, old string, epoch
 		return err
 	}
 	for _, r := range h {
-		if r.Kind != stonith.KindFence || r.Epoch != epoch || r.Outcome != stonith.OutcomeSuccess {
+		if r.Kind != fencing.KindFence || r.Epoch != epoch || r.Outcome != fencing.OutcomeSuccess {
 			continue
 		}
 		for _, at := range r.Attempts {
-			if at.Result == stonith.ResultSuccess {
+			if at.Result == fencing.ResultSuccess {
 				ph["fence"], ph["confirm"] = at.Duration-at.ReadBackDuration, at.ReadBackDuration
 				return nil
 			}

@@ -18,8 +18,8 @@ import (
 
 	"github.com/fenced/fenced/daemon"
 	"github.com/fenced/fenced/daemon/config"
-	"github.com/fenced/fenced/daemon/devcluster"
-	"github.com/fenced/fenced/stonith"
+	"github.com/fenced/fenced/harness/devcluster"
+	"github.com/fenced/fenced/stonith/fencing"
 )
 
 // BenchmarkTakeover measures primary SIGKILL → storage started on the new
@@ -198,9 +198,9 @@ func takeoverPhases(ctx context.Context, q *devcluster.Node, old string, epoch u
 	if err != nil {
 		return nil, err
 	}
-	var rec *stonith.Record
+	var rec *fencing.Record
 	for i := range h {
-		if h[i].Kind == stonith.KindFence && h[i].Epoch == epoch && h[i].Outcome == stonith.OutcomeSuccess {
+		if h[i].Kind == fencing.KindFence && h[i].Epoch == epoch && h[i].Outcome == fencing.OutcomeSuccess {
 			rec = &h[i]
 		}
 	}
@@ -273,7 +273,7 @@ func soakResult(b *testing.B, c *devcluster.Cluster, e1 uint64) (st daemon.Statu
 		}
 		h, _ := historyOf(context.Background(), n, "")
 		for _, r := range h {
-			if r.Kind == stonith.KindFence {
+			if r.Kind == fencing.KindFence {
 				fences++
 			}
 		}
@@ -286,11 +286,11 @@ func soakResult(b *testing.B, c *devcluster.Cluster, e1 uint64) (st daemon.Statu
 	return
 }
 
-func historyOf(ctx context.Context, n *devcluster.Node, node string) ([]stonith.Record, error) {
+func historyOf(ctx context.Context, n *devcluster.Node, node string) ([]fencing.Record, error) {
 	cl := n.Client()
 	defer cl.Close()
 	var h struct {
-		Records []stonith.Record `json:"records"`
+		Records []fencing.Record `json:"records"`
 	}
 	q := map[string][]string{}
 	if node != "" {

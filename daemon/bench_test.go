@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/fenced/fenced/daemon/config"
-	"github.com/fenced/fenced/daemon/devcluster"
+	"github.com/fenced/fenced/harness/devcluster"
 )
 
 // BenchmarkFailover measures SIGKILL of the primary → a new primary acting,

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/fenced/fenced/daemon/config"
-	"github.com/fenced/fenced/daemon/devcluster"
+	"github.com/fenced/fenced/harness/devcluster"
 	"github.com/fenced/fenced/daemon/storage/tokenstore"
 )
 

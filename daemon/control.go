@@ -13,6 +13,7 @@ import (
 	"github.com/fenced/fenced/daemon/tenure"
 	"github.com/fenced/fenced/quorum"
 	"github.com/fenced/fenced/stonith"
+	"github.com/fenced/fenced/stonith/fencing"
 )
 
 // The control loop runs this node's tenure driver (package driver, which
@@ -249,7 +250,7 @@ func (o *observer) FenceStarted(req stonith.Request) {
 	o.d.alertFenceStarted(req)
 }
 
-func (o *observer) FenceDone(rec stonith.Record) {
+func (o *observer) FenceDone(rec fencing.Record) {
 	o.d.metrics.fenceDone(rec)
 	o.d.alertFenceDone(rec)
 }
@@ -262,7 +263,7 @@ type raftLog struct{ d *Daemon }
 func (l raftLog) IsLeader() bool            { return l.d.raft.IsLeader() }
 func (l raftLog) Leader() string            { return l.d.raft.Leader() }
 func (l raftLog) View() quorum.View         { return l.d.raft.FSM().View() }
-func (l raftLog) History() []stonith.Record { return l.d.raft.FSM().State().History }
+func (l raftLog) History() []fencing.Record { return l.d.raft.FSM().State().History }
 func (l raftLog) SinceContact(leader string) (time.Duration, bool) {
 	return l.d.raft.SinceContact(leader)
 }
@@ -336,12 +337,12 @@ func (c bootClock) After(dur time.Duration, f func()) func() {
 // the watchdog, the self-fence.
 type effects struct{ d *Daemon }
 
-func (e effects) Fence(s *driver.Scope, req stonith.Request, done func(stonith.Record)) {
+func (e effects) Fence(s *driver.Scope, req stonith.Request, done func(fencing.Record)) {
 	d := e.d
 	cfg := d.config()
 	req.Topology = topology(cfg, req.Target)
 	markStorageLevels(cfg, d.registry(), req.Topology)
-	req.OnProgress = func(r stonith.Record) {
+	req.OnProgress = func(r fencing.Record) {
 		if _, err := d.raft.Apply(quorum.Command{Op: quorum.OpRecord, Record: &r}, d.commitTimeout()); err != nil {
 			d.log.Warn("commit fence progress", "fence_id", r.ID, "err", err)
 		}
@@ -413,7 +414,7 @@ func (e effects) Probe(s *driver.Scope, done func(error)) {
 	})
 }
 
-func (e effects) Unfence(s *driver.Scope, done func(stonith.Record, bool)) {
+func (e effects) Unfence(s *driver.Scope, done func(fencing.Record, bool)) {
 	d := e.d
 	ctx := s.Context()
 	d.async(func() func() {
@@ -434,11 +435,11 @@ func (e effects) SelfFence(reason string) bool { return e.d.opts.SelfFence(reaso
 
 // runFence runs req through the driver (commit, engine, commit) and waits
 // for its record: admin fences from the API.
-func (d *Daemon) runFence(ctx context.Context, req stonith.Request) stonith.Record {
-	ch := make(chan stonith.Record, 1)
-	stopped := stonith.Record{Kind: stonith.KindFence, Target: req.Target, Action: req.Action, Outcome: stonith.OutcomeUnknown,
+func (d *Daemon) runFence(ctx context.Context, req stonith.Request) fencing.Record {
+	ch := make(chan fencing.Record, 1)
+	stopped := fencing.Record{Kind: fencing.KindFence, Target: req.Target, Action: req.Action, Outcome: fencing.OutcomeUnknown,
 		Error: "the daemon is stopping", Started: time.Now(), Finished: time.Now()}
-	if !d.do(func() { d.drv.Fence(driver.NewScope(ctx), req, func(r stonith.Record) { ch <- r }) }) {
+	if !d.do(func() { d.drv.Fence(driver.NewScope(ctx), req, func(r fencing.Record) { ch <- r }) }) {
 		return stopped
 	}
 	select {

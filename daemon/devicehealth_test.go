@@ -17,8 +17,8 @@ import (
 
 	"github.com/fenced/fenced/daemon/api"
 	"github.com/fenced/fenced/daemon/config"
-	"github.com/fenced/fenced/daemon/devcluster"
-	"github.com/fenced/fenced/stonith"
+	"github.com/fenced/fenced/harness/devcluster"
+	"github.com/fenced/fenced/stonith/fencing"
 )
 
 const monitorEvery = time.Second
@@ -305,9 +305,9 @@ func TestHangingMonitorDuringTakeover(t *testing.T) {
 			t.Fatalf("%s's log has no takeover after the kill", q.Name)
 		}
 		took := acting[0].Sub(kill)
-		var rec *stonith.Record
+		var rec *fencing.Record
 		for _, r := range history(t, q, p.Name) {
-			if r.Kind == stonith.KindFence && r.Epoch == e2 && r.Outcome == stonith.OutcomeSuccess {
+			if r.Kind == fencing.KindFence && r.Epoch == e2 && r.Outcome == fencing.OutcomeSuccess {
 				rec = &r
 			}
 		}

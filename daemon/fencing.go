@@ -14,6 +14,7 @@ import (
 	"github.com/fenced/fenced/daemon/unfence"
 	"github.com/fenced/fenced/quorum"
 	"github.com/fenced/fenced/stonith"
+	"github.com/fenced/fenced/stonith/fencing"
 )
 
 // topology turns a node's configured fence levels into the engine's form.
@@ -104,7 +105,7 @@ const (
 var errNotLeader = errors.New("this node does not lead the cluster")
 
 // admin runs an admin request on the leader, forwarding it there if this
-// node is not the leader. The answer is a stonith.Record for fence,
+// node is not the leader. The answer is a fencing.Record for fence,
 // unfence and confirm.
 func (d *Daemon) admin(ctx context.Context, method string, req AdminRequest) (json.RawMessage, error) {
 	if _, ok := d.cfg.NodeByName(req.Node); !ok && !(method == fwdTransfer && req.Node == "") {
@@ -161,13 +162,13 @@ func (d *Daemon) adminLocal(ctx context.Context, method string, req AdminRequest
 			d.handOff("")
 			return nil, fmt.Errorf("%s%s leads the cluster; handing leadership on", retryMarker, d.self)
 		}
-		action := stonith.ActionOff
+		action := fencing.ActionOff
 		switch {
 		case method == fwdUnfence:
-			action = stonith.ActionOn
-		case req.Action == stonith.ActionReboot:
-			action = stonith.ActionReboot
-		case req.Action != "" && req.Action != stonith.ActionOff:
+			action = fencing.ActionOn
+		case req.Action == fencing.ActionReboot:
+			action = fencing.ActionReboot
+		case req.Action != "" && req.Action != fencing.ActionOff:
 			return nil, &userError{fmt.Errorf("action %q: want off or reboot", req.Action)}
 		}
 		if len(topology(d.config(), req.Node)) == 0 {
@@ -182,8 +183,8 @@ func (d *Daemon) adminLocal(ctx context.Context, method string, req AdminRequest
 			}
 		}
 		now := time.Now()
-		rec := stonith.Record{Kind: stonith.KindConfirm, Target: req.Node, Reason: req.Reason, RequestedBy: req.RequestedBy,
-			Executor: d.self, Epoch: d.raft.FSM().State().Epoch, Started: now, Finished: now, Outcome: stonith.OutcomeSuccess}
+		rec := fencing.Record{Kind: fencing.KindConfirm, Target: req.Node, Reason: req.Reason, RequestedBy: req.RequestedBy,
+			Executor: d.self, Epoch: d.raft.FSM().State().Epoch, Started: now, Finished: now, Outcome: fencing.OutcomeSuccess}
 		res, err := d.raft.Apply(quorum.Command{Op: quorum.OpRecord, Record: &rec}, d.commitTimeout())
 		if err != nil {
 			return nil, err

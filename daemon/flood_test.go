@@ -23,7 +23,7 @@ import (
 
 	"github.com/fenced/fenced/daemon"
 	"github.com/fenced/fenced/daemon/config"
-	"github.com/fenced/fenced/daemon/devcluster"
+	"github.com/fenced/fenced/harness/devcluster"
 )
 
 // The outsider flood: what one node is sent, from floodSources (loopback

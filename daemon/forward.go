@@ -9,7 +9,7 @@ import (
 
 	"github.com/fenced/fenced/daemon/api"
 	"github.com/fenced/fenced/quorum"
-	"github.com/fenced/fenced/stonith"
+	"github.com/fenced/fenced/stonith/fencing"
 )
 
 // Forwarded methods between nodes (over gossip's reliable messages).
@@ -95,12 +95,12 @@ func acceptForwarded(c *quorum.Command, from string) bool {
 		return c.Node == from
 	case quorum.OpRecord:
 		r := c.Record
-		if r == nil || r.ID != 0 || r.Kind != stonith.KindUnfence || r.Action != stonith.ActionOn ||
+		if r == nil || r.ID != 0 || r.Kind != fencing.KindUnfence || r.Action != fencing.ActionOn ||
 			r.Target != from || r.Executor != from || len(r.Attempts) > maxForwardedAttempts {
 			return false
 		}
 		switch r.Outcome {
-		case stonith.OutcomeSuccess, stonith.OutcomeFailed, stonith.OutcomeUnknown:
+		case fencing.OutcomeSuccess, fencing.OutcomeFailed, fencing.OutcomeUnknown:
 		default:
 			return false
 		}

@@ -12,16 +12,16 @@ import (
 	"github.com/fenced/fenced/agents"
 	"github.com/fenced/fenced/daemon/config"
 	"github.com/fenced/fenced/quorum"
-	"github.com/fenced/fenced/stonith"
+	"github.com/fenced/fenced/stonith/fencing"
 )
 
 // Another node may have the leader commit only what it says about itself:
 // its release, and a new record of its own unfencing at start.
 func TestForwardable(t *testing.T) {
-	own := func() *stonith.Record {
-		return &stonith.Record{Kind: stonith.KindUnfence, Action: stonith.ActionOn, Target: "node2", Executor: "node2",
-			Outcome: stonith.OutcomeSuccess, RequestedBy: "root@node1", Reason: "unfence\x1b[2J at start",
-			Attempts: []stonith.Attempt{{Level: 1, Device: "scsi", Action: "on", Result: "success", Stderr: strings.Repeat("x", 10000)}}}
+	own := func() *fencing.Record {
+		return &fencing.Record{Kind: fencing.KindUnfence, Action: fencing.ActionOn, Target: "node2", Executor: "node2",
+			Outcome: fencing.OutcomeSuccess, RequestedBy: "root@node1", Reason: "unfence\x1b[2J at start",
+			Attempts: []fencing.Attempt{{Level: 1, Device: "scsi", Action: "on", Result: "success", Stderr: strings.Repeat("x", 10000)}}}
 	}
 	cases := []struct {
 		name string
@@ -35,17 +35,17 @@ func TestForwardable(t *testing.T) {
 		}, true},
 		{"another's unclean mark", func(c *quorum.Command) { *c = quorum.Command{Op: quorum.OpUnclean, Node: "node3"} }, false},
 		{"own unfence", func(c *quorum.Command) {}, true},
-		{"own failed unfence", func(c *quorum.Command) { c.Record.Outcome = stonith.OutcomeFailed }, true},
-		{"pending record", func(c *quorum.Command) { c.Record.Outcome = stonith.OutcomePending }, false},
+		{"own failed unfence", func(c *quorum.Command) { c.Record.Outcome = fencing.OutcomeFailed }, true},
+		{"pending record", func(c *quorum.Command) { c.Record.Outcome = fencing.OutcomePending }, false},
 		{"unfence of another node", func(c *quorum.Command) { c.Record.Target = "node3" }, false},
 		{"run by another node", func(c *quorum.Command) { c.Record.Executor = "node1" }, false},
-		{"a fence", func(c *quorum.Command) { c.Record.Kind, c.Record.Action = stonith.KindFence, stonith.ActionOff }, false},
-		{"a fence of itself", func(c *quorum.Command) { c.Record.Kind = stonith.KindFence }, false},
-		{"a confirmation", func(c *quorum.Command) { c.Record.Kind = stonith.KindConfirm }, false},
-		{"an off", func(c *quorum.Command) { c.Record.Action = stonith.ActionOff }, false},
+		{"a fence", func(c *quorum.Command) { c.Record.Kind, c.Record.Action = fencing.KindFence, fencing.ActionOff }, false},
+		{"a fence of itself", func(c *quorum.Command) { c.Record.Kind = fencing.KindFence }, false},
+		{"a confirmation", func(c *quorum.Command) { c.Record.Kind = fencing.KindConfirm }, false},
+		{"an off", func(c *quorum.Command) { c.Record.Action = fencing.ActionOff }, false},
 		{"overwriting a record", func(c *quorum.Command) { c.Record.ID = 3 }, false},
 		{"no record", func(c *quorum.Command) { c.Record = nil }, false},
-		{"too many attempts", func(c *quorum.Command) { c.Record.Attempts = make([]stonith.Attempt, 65) }, false},
+		{"too many attempts", func(c *quorum.Command) { c.Record.Attempts = make([]fencing.Attempt, 65) }, false},
 		{"acquire", func(c *quorum.Command) { *c = quorum.Command{Op: quorum.OpAcquire, Node: "node2"} }, false},
 		{"state", func(c *quorum.Command) {
 			*c = quorum.Command{Op: quorum.OpState, Node: "node2", State: quorum.HolderMounted}
@@ -77,7 +77,7 @@ func TestUnfenceRecordClearsNothing(t *testing.T) {
 	}
 	apply(1, quorum.Command{Op: quorum.OpAcquire, Node: "node2"})
 	apply(2, quorum.Command{Op: quorum.OpState, Node: "node2", Epoch: 1, State: quorum.HolderMounting})
-	rec := stonith.Record{Kind: stonith.KindUnfence, Action: stonith.ActionOn, Target: "node2", Executor: "node2", Outcome: stonith.OutcomeSuccess}
+	rec := fencing.Record{Kind: fencing.KindUnfence, Action: fencing.ActionOn, Target: "node2", Executor: "node2", Outcome: fencing.OutcomeSuccess}
 	c := quorum.Command{Op: quorum.OpRecord, Record: &rec}
 	if !acceptForwarded(&c, "node2") {
 		t.Fatal("own unfence refused")
@@ -86,7 +86,7 @@ func TestUnfenceRecordClearsNothing(t *testing.T) {
 		t.Fatalf("apply: %v", res)
 	}
 	st := f.State()
-	if st.Unconfirmed["node2"] != 1 || st.HolderState != quorum.HolderMounting || len(st.History) != 1 || st.History[0].Kind != stonith.KindUnfence {
+	if st.Unconfirmed["node2"] != 1 || st.HolderState != quorum.HolderMounting || len(st.History) != 1 || st.History[0].Kind != fencing.KindUnfence {
 		t.Fatalf("state after an unfence record: %+v", st)
 	}
 }

@@ -15,15 +15,15 @@ import (
 
 	"github.com/fenced/fenced/daemon"
 	"github.com/fenced/fenced/daemon/config"
-	"github.com/fenced/fenced/daemon/devcluster"
+	"github.com/fenced/fenced/harness/devcluster"
 	"github.com/fenced/fenced/quorum"
-	"github.com/fenced/fenced/stonith"
+	"github.com/fenced/fenced/stonith/fencing"
 )
 
 func noFences(t *testing.T, n *devcluster.Node) {
 	t.Helper()
 	for _, r := range history(t, n, "") {
-		if r.Kind == stonith.KindFence {
+		if r.Kind == fencing.KindFence {
 			t.Errorf("unexpected fence: %+v", r)
 		}
 	}
@@ -54,7 +54,7 @@ func TestMonitorFailureReleases(t *testing.T) {
 	noFences(t, q)
 	released := false
 	for _, r := range history(t, q, p.Name) {
-		released = released || r.Kind == stonith.KindRelease && r.Epoch == e1 && strings.Contains(r.Reason, "monitor")
+		released = released || r.Kind == fencing.KindRelease && r.Epoch == e1 && strings.Contains(r.Reason, "monitor")
 	}
 	if !released {
 		t.Errorf("no release recorded for the monitor failure")
@@ -202,7 +202,7 @@ func TestConcurrentTransfersNeverFence(t *testing.T) {
 		}
 		waitWrites(t, c, q.Name, e2, 10*time.Second)
 		for _, r := range history(t, q, "") {
-			if r.Kind == stonith.KindFence {
+			if r.Kind == fencing.KindFence {
 				t.Fatalf("trial %d: fence during concurrent transfers away from %s: %+v", trial, p.Name, r)
 			}
 		}
@@ -213,7 +213,7 @@ func TestConcurrentTransfersNeverFence(t *testing.T) {
 		}
 		released := false
 		for _, r := range history(t, q, p.Name) {
-			released = released || r.Kind == stonith.KindRelease && r.Epoch == e
+			released = released || r.Kind == fencing.KindRelease && r.Epoch == e
 		}
 		if !released {
 			t.Errorf("trial %d: epoch %d of %s not released (now %s at %d)", trial, e, p.Name, q.Name, e2)

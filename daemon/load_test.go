@@ -13,7 +13,7 @@ import (
 	_ "github.com/fenced/fenced/agents/pdu"
 	"github.com/fenced/fenced/daemon"
 	"github.com/fenced/fenced/daemon/config"
-	"github.com/fenced/fenced/daemon/devcluster"
+	"github.com/fenced/fenced/harness/devcluster"
 )
 
 // oneNodeConfig writes a valid one-node configuration whose api.socket is

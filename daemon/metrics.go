@@ -14,7 +14,7 @@ import (
 	"github.com/fenced/fenced/daemon/health"
 	"github.com/fenced/fenced/daemon/tenure"
 	"github.com/fenced/fenced/quorum"
-	"github.com/fenced/fenced/stonith"
+	"github.com/fenced/fenced/stonith/fencing"
 )
 
 // metrics are fenced's Prometheus metrics. Gauges that mirror state are
@@ -72,7 +72,7 @@ func (m *metrics) fenceStarted() {
 	}
 }
 
-func (m *metrics) fenceDone(r stonith.Record) {
+func (m *metrics) fenceDone(r fencing.Record) {
 	if m == nil {
 		return
 	}
@@ -229,10 +229,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // lastFences is the newest fence record of each target in history.
-func lastFences(history []stonith.Record) map[string]stonith.Record {
-	out := map[string]stonith.Record{}
+func lastFences(history []fencing.Record) map[string]fencing.Record {
+	out := map[string]fencing.Record{}
 	for _, r := range history {
-		if r.Kind == stonith.KindFence {
+		if r.Kind == fencing.KindFence {
 			out[r.Target] = r
 		}
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fenced/fenced/daemon/devcluster"
+	"github.com/fenced/fenced/harness/devcluster"
 )
 
 // TestPartitionNetns runs real fenced processes in network namespaces and

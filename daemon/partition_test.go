@@ -21,7 +21,7 @@ import (
 	"github.com/fenced/fenced/agents/ipmi/ipmisim"
 	"github.com/fenced/fenced/daemon"
 	"github.com/fenced/fenced/daemon/config"
-	"github.com/fenced/fenced/daemon/devcluster"
+	"github.com/fenced/fenced/harness/devcluster"
 	"github.com/fenced/fenced/quorum"
 )
 

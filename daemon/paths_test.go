@@ -11,10 +11,10 @@ import (
 
 	"github.com/fenced/fenced/daemon"
 	"github.com/fenced/fenced/daemon/config"
-	"github.com/fenced/fenced/daemon/devcluster"
+	"github.com/fenced/fenced/harness/devcluster"
 	"github.com/fenced/fenced/daemon/storage/tokenstore"
 	"github.com/fenced/fenced/daemon/watchdog"
-	"github.com/fenced/fenced/stonith"
+	"github.com/fenced/fenced/stonith/fencing"
 )
 
 // The takeover paths that need no fence: storage that checks tokens, and
@@ -45,13 +45,13 @@ func tokenCluster(t *testing.T, checks bool) *devcluster.Cluster {
 }
 
 // recordOf returns the history's record of kind for target, if any.
-func recordOf(t *testing.T, n *devcluster.Node, target, kind string) (stonith.Record, bool) {
+func recordOf(t *testing.T, n *devcluster.Node, target, kind string) (fencing.Record, bool) {
 	for _, r := range history(t, n, target) {
-		if r.Kind == kind && r.Outcome == stonith.OutcomeSuccess {
+		if r.Kind == kind && r.Outcome == fencing.OutcomeSuccess {
 			return r, true
 		}
 	}
-	return stonith.Record{}, false
+	return fencing.Record{}, false
 }
 
 // TestTokenStorageKillTakeover: no fence devices, storage that checks
@@ -75,7 +75,7 @@ func TestTokenStorageKillTakeover(t *testing.T) {
 	if least := testTiming.Lease.D() + testTiming.Margin.D() + testTiming.Grace.D() - testTiming.Heartbeat.D(); at.Sub(killed) < least {
 		t.Fatalf("storage started %s after the kill, before the old lease and its stop had certainly ended (%s)", at.Sub(killed), least)
 	}
-	r, ok := recordOf(t, q, p.Name, stonith.KindExpiry)
+	r, ok := recordOf(t, q, p.Name, fencing.KindExpiry)
 	if !ok || !strings.Contains(r.Reason, "lease expiry") || r.Executor != q.Name || r.Epoch != e2 {
 		t.Fatalf("history lacks the expiry of %s by %s at %d: %+v", p.Name, q.Name, e2, history(t, q, p.Name))
 	}
@@ -108,7 +108,7 @@ func TestTokenStoragePauseTakeover(t *testing.T) {
 	if st, _ := p.Status(ctxT(t, 5*time.Second)); st.Self.Acting {
 		t.Errorf("%s acts again after resuming", p.Name)
 	}
-	if _, ok := recordOf(t, q, p.Name, stonith.KindExpiry); !ok {
+	if _, ok := recordOf(t, q, p.Name, fencing.KindExpiry); !ok {
 		t.Errorf("no expiry of %s recorded at %d", p.Name, e2)
 	}
 }
@@ -139,7 +139,7 @@ func TestTokensWithUncheckedResourceBlocks(t *testing.T) {
 		t.Fatalf("taken over beside a resource that checks no tokens: %v", w)
 	}
 	for _, r := range history(t, other, p.Name) {
-		if r.Kind == stonith.KindExpiry {
+		if r.Kind == fencing.KindExpiry {
 			t.Fatalf("expiry recorded with a resource that checks no tokens: %+v", r)
 		}
 	}
@@ -160,7 +160,7 @@ func TestNoTokensNoDevicesBlocks(t *testing.T) {
 		t.Fatalf("someone else mounted without tokens, devices or a confirmation: %v", w)
 	}
 	for _, r := range history(t, other, p.Name) {
-		if r.Kind == stonith.KindExpiry {
+		if r.Kind == fencing.KindExpiry {
 			t.Fatalf("expiry recorded without checks_tokens: %+v", r)
 		}
 	}
@@ -225,7 +225,7 @@ func TestWatchdogLevel(t *testing.T) {
 	if least := testTiming.Lease.D() + testTiming.Margin.D() + wd - testTiming.Heartbeat.D(); at.Sub(paused) < least {
 		t.Fatalf("taken over %s after the pause, before lease + margin + watchdog (%s)", at.Sub(paused), least)
 	}
-	r, ok := recordOf(t, q, p.Name, stonith.KindWatchdog)
+	r, ok := recordOf(t, q, p.Name, fencing.KindWatchdog)
 	if !ok || !strings.Contains(r.Reason, "watchdog timeout") {
 		t.Fatalf("history lacks the watchdog confirmation: %+v", history(t, q, p.Name))
 	}
@@ -289,7 +289,7 @@ func TestWatchdogWithoutMagicCloseNotAdvertised(t *testing.T) {
 	p.Kill()
 	waitBlocked(t, c.Other(p))
 	time.Sleep(2 * testTiming.Lease.D())
-	if r, ok := recordOf(t, c.Other(p), p.Name, stonith.KindWatchdog); ok {
+	if r, ok := recordOf(t, c.Other(p), p.Name, fencing.KindWatchdog); ok {
 		t.Fatalf("taken over through a watchdog that stops at close: %+v", r)
 	}
 }

@@ -18,8 +18,8 @@ import (
 	"github.com/fenced/fenced/daemon/api"
 	"github.com/fenced/fenced/daemon/apiclient"
 	"github.com/fenced/fenced/daemon/config"
-	"github.com/fenced/fenced/daemon/devcluster"
-	"github.com/fenced/fenced/stonith"
+	"github.com/fenced/fenced/harness/devcluster"
+	"github.com/fenced/fenced/stonith/fencing"
 )
 
 // editConfig rewrites node n's configuration file through f.
@@ -48,11 +48,11 @@ func reload(t *testing.T, n *devcluster.Node) (api.ReloadReply, error) {
 	return r, err
 }
 
-func fence(t *testing.T, via *devcluster.Node, target string) stonith.Record {
+func fence(t *testing.T, via *devcluster.Node, target string) fencing.Record {
 	t.Helper()
 	cl := via.Client()
 	defer cl.Close()
-	var rec stonith.Record
+	var rec fencing.Record
 	if err := cl.Do(ctxT(t, 60*time.Second), "POST", "/v1/fence", nil, daemon.AdminRequest{Node: target, Reason: "reload test"}, &rec); err != nil {
 		var ae *apiclient.APIError
 		if !errors.As(err, &ae) {
@@ -135,7 +135,7 @@ func TestLiveReload(t *testing.T) {
 
 	// A fence after the reload uses the new topology...
 	rec := fence(t, a, b.Name)
-	if rec.Outcome != stonith.OutcomeSuccess || len(rec.Attempts) == 0 || rec.Attempts[0].Device != "b-plug" {
+	if rec.Outcome != fencing.OutcomeSuccess || len(rec.Attempts) == 0 || rec.Attempts[0].Device != "b-plug" {
 		t.Fatalf("fence of %s after the reload: %+v", b.Name, rec)
 	}
 	if s, _ := os.ReadFile(plugState); strings.TrimSpace(string(s)) != "off" {
@@ -143,7 +143,7 @@ func TestLiveReload(t *testing.T) {
 	}
 	// ... and the rotated password.
 	rec = fence(t, b, a.Name)
-	if rec.Outcome != stonith.OutcomeSuccess || rec.Attempts[0].Device != aBMC {
+	if rec.Outcome != fencing.OutcomeSuccess || rec.Attempts[0].Device != aBMC {
 		t.Fatalf("fence of %s with the rotated password: %+v", a.Name, rec)
 	}
 	waitUntil(t, a.Name+" powered off", 10*time.Second, func() bool { return !a.Running() })

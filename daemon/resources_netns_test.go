@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/fenced/fenced/daemon/config"
-	"github.com/fenced/fenced/daemon/devcluster"
+	"github.com/fenced/fenced/harness/devcluster"
 )
 
 // ocfNet is a 3-node cluster of real fenced processes in network

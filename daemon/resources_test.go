@@ -18,9 +18,9 @@ import (
 	"github.com/fenced/fenced/daemon"
 	"github.com/fenced/fenced/daemon/api"
 	"github.com/fenced/fenced/daemon/config"
-	"github.com/fenced/fenced/daemon/devcluster"
+	"github.com/fenced/fenced/harness/devcluster"
 	"github.com/fenced/fenced/quorum"
-	"github.com/fenced/fenced/stonith"
+	"github.com/fenced/fenced/stonith/fencing"
 )
 
 const ocfRoot = "/usr/lib/ocf"
@@ -206,7 +206,7 @@ func TestResourceGroupDummyCluster(t *testing.T) {
 	onlyOn(q)
 	released := false
 	for _, r := range history(t, q, p.Name) {
-		released = released || r.Kind == stonith.KindRelease && r.Epoch == e1 && strings.Contains(r.Reason, "resource r2 monitor")
+		released = released || r.Kind == fencing.KindRelease && r.Epoch == e1 && strings.Contains(r.Reason, "resource r2 monitor")
 	}
 	if !released {
 		t.Errorf("no release of epoch %d for r2's monitor failure in %s's history", e1, p.Name)
@@ -245,7 +245,7 @@ func TestResourceGroupDummyCluster(t *testing.T) {
 	onlyOn(r)
 	startReleased := false
 	for _, rec := range history(t, r, victim.Name) {
-		startReleased = startReleased || rec.Kind == stonith.KindRelease && strings.Contains(rec.Reason, "resource r2 (2 of 3) failed to start")
+		startReleased = startReleased || rec.Kind == fencing.KindRelease && strings.Contains(rec.Reason, "resource r2 (2 of 3) failed to start")
 	}
 	if !startReleased {
 		t.Errorf("no release by %s for the failed start in the history", victim.Name)

@@ -10,9 +10,9 @@ import (
 
 	"github.com/fenced/fenced/daemon"
 	"github.com/fenced/fenced/daemon/config"
-	"github.com/fenced/fenced/daemon/devcluster"
+	"github.com/fenced/fenced/harness/devcluster"
 	"github.com/fenced/fenced/daemon/storage/tokenstore"
-	"github.com/fenced/fenced/stonith"
+	"github.com/fenced/fenced/stonith/fencing"
 )
 
 // newStorageCluster: 3 nodes, each with a simulated BMC, storage = a writer
@@ -67,13 +67,13 @@ func writers(c *devcluster.Cluster, since time.Time) map[string]uint64 {
 	return m
 }
 
-func fenceRecords(recs []stonith.Record, target string) (ok, failed int) {
+func fenceRecords(recs []fencing.Record, target string) (ok, failed int) {
 	for _, r := range recs {
-		if r.Kind == stonith.KindFence && r.Target == target {
+		if r.Kind == fencing.KindFence && r.Target == target {
 			switch r.Outcome {
-			case stonith.OutcomeSuccess:
+			case fencing.OutcomeSuccess:
 				ok++
-			case stonith.OutcomeFailed, stonith.OutcomeUnknown:
+			case fencing.OutcomeFailed, fencing.OutcomeUnknown:
 				failed++
 			}
 		}
@@ -210,7 +210,7 @@ func TestStorageBlockedThenConfirm(t *testing.T) {
 	recs := history(t, q, p.Name)
 	found := false
 	for _, r := range recs {
-		if r.Kind == stonith.KindConfirm && r.Reason == "PSU pulled by DC staff" {
+		if r.Kind == fencing.KindConfirm && r.Reason == "PSU pulled by DC staff" {
 			found = true
 		}
 	}
@@ -235,10 +235,10 @@ func TestStorageGracefulHandover(t *testing.T) {
 	recs := history(t, q, p.Name)
 	released := false
 	for _, r := range recs {
-		if r.Kind == stonith.KindFence {
+		if r.Kind == fencing.KindFence {
 			t.Errorf("fence during graceful handover: %+v", r)
 		}
-		if r.Kind == stonith.KindRelease && r.Epoch == e1 {
+		if r.Kind == fencing.KindRelease && r.Epoch == e1 {
 			released = true
 		}
 	}
@@ -257,14 +257,14 @@ func TestHistorySurvives(t *testing.T) {
 	}
 	victim := c.Other(p)
 	cl := p.Client()
-	var rec stonith.Record
+	var rec fencing.Record
 	if err := cl.Do(ctxT(t, 20*time.Second), "POST", "/v1/fence", nil, daemon.AdminRequest{Node: victim.Name, Reason: "history-marker"}, &rec); err != nil {
 		t.Fatal(err)
 	}
 	cl.Close()
 	has := func(n *devcluster.Node) bool {
 		for _, r := range history(t, n, "") {
-			if r.Reason == "history-marker" && r.Outcome == stonith.OutcomeSuccess {
+			if r.Reason == "history-marker" && r.Outcome == fencing.OutcomeSuccess {
 				return true
 			}
 		}

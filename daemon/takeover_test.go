@@ -13,15 +13,15 @@ import (
 	"github.com/fenced/fenced/agents/pdu/pdutest"
 	"github.com/fenced/fenced/daemon"
 	"github.com/fenced/fenced/daemon/config"
-	"github.com/fenced/fenced/daemon/devcluster"
-	"github.com/fenced/fenced/stonith"
+	"github.com/fenced/fenced/harness/devcluster"
+	"github.com/fenced/fenced/stonith/fencing"
 )
 
 func newBMCCluster(t *testing.T, n int) *devcluster.Cluster {
 	return startCluster(t, devcluster.Options{Nodes: n, BMC: true})
 }
 
-func history(t *testing.T, n *devcluster.Node, node string) []stonith.Record {
+func history(t *testing.T, n *devcluster.Node, node string) []fencing.Record {
 	t.Helper()
 	var h daemon.History
 	cl := n.Client()
@@ -58,9 +58,9 @@ func TestKillFenceTakeover(t *testing.T) {
 		t.Fatalf("%s's BMC still powered on after the takeover", p.Name)
 	}
 	recs := history(t, q, p.Name)
-	var fenced *stonith.Record
+	var fenced *fencing.Record
 	for i := range recs {
-		if recs[i].Kind == stonith.KindFence && recs[i].Outcome == stonith.OutcomeSuccess {
+		if recs[i].Kind == fencing.KindFence && recs[i].Outcome == fencing.OutcomeSuccess {
 			fenced = &recs[i]
 		}
 	}
@@ -75,11 +75,11 @@ func TestKillFenceTakeover(t *testing.T) {
 	other := c.Other(p, q)
 	cl := other.Client()
 	defer cl.Close()
-	var rec stonith.Record
+	var rec fencing.Record
 	if err := cl.Do(ctxT(t, 30*time.Second), "POST", "/v1/unfence", nil, daemon.AdminRequest{Node: p.Name}, &rec); err != nil {
 		t.Fatal(err)
 	}
-	if rec.Outcome != stonith.OutcomeSuccess || rec.Executor != q.Name || !c.BMCs[p.Index].PoweredOn() {
+	if rec.Outcome != fencing.OutcomeSuccess || rec.Executor != q.Name || !c.BMCs[p.Index].PoweredOn() {
 		t.Fatalf("unfence: %+v (power %v)", rec, c.BMCs[p.Index].PoweredOn())
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -121,11 +121,11 @@ func TestManualFenceAndConfirm(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "alive") {
 		t.Fatalf("confirm of a live node: %v", err)
 	}
-	var rec stonith.Record
+	var rec fencing.Record
 	if err := cl.Do(ctxT(t, 30*time.Second), "POST", "/v1/fence", nil, daemon.AdminRequest{Node: victim.Name, Action: "reboot"}, &rec); err != nil {
 		t.Fatal(err)
 	}
-	if rec.Outcome != stonith.OutcomeSuccess || rec.Action != "reboot" {
+	if rec.Outcome != fencing.OutcomeSuccess || rec.Action != "reboot" {
 		t.Fatalf("reboot: %+v", rec)
 	}
 	if !victim.Wait(0) && c.BMCs[victim.Index].PoweredOn() {
@@ -174,9 +174,9 @@ func TestTakeoverThroughPDULevel(t *testing.T) {
 	if e2 <= e1 {
 		t.Fatalf("epoch %d not above %d", e2, e1)
 	}
-	var rec *stonith.Record
+	var rec *fencing.Record
 	for _, r := range history(t, q, p.Name) {
-		if r.Kind == stonith.KindFence && r.Outcome == stonith.OutcomeSuccess {
+		if r.Kind == fencing.KindFence && r.Outcome == fencing.OutcomeSuccess {
 			rec = &r
 		}
 	}
@@ -185,10 +185,10 @@ func TestTakeoverThroughPDULevel(t *testing.T) {
 	}
 	level2 := map[string]string{}
 	for _, a := range rec.Attempts {
-		if a.Level == 1 && a.Result == stonith.ResultSuccess {
+		if a.Level == 1 && a.Result == fencing.ResultSuccess {
 			t.Errorf("dead BMC reported success: %+v", a)
 		}
-		if a.Level == 2 && a.Result == stonith.ResultSuccess {
+		if a.Level == 2 && a.Result == fencing.ResultSuccess {
 			level2[a.Device] = a.ReadBack
 		}
 	}

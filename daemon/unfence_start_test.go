@@ -13,8 +13,8 @@ import (
 
 	"github.com/fenced/fenced/daemon"
 	"github.com/fenced/fenced/daemon/config"
-	"github.com/fenced/fenced/daemon/devcluster"
-	"github.com/fenced/fenced/stonith"
+	"github.com/fenced/fenced/harness/devcluster"
+	"github.com/fenced/fenced/stonith/fencing"
 )
 
 // agentRun is one line of testdata/fence_ontarget's log.
@@ -176,11 +176,11 @@ func TestUnfenceAtStart(t *testing.T) {
 
 	// The history: each node's unfence of itself, run by itself; node1's
 	// first failure and its success, nothing in between.
-	recs := map[string][]stonith.Record{}
+	recs := map[string][]fencing.Record{}
 	waitUntil(t, "the unfence records", 10*time.Second, func() bool {
-		recs = map[string][]stonith.Record{}
+		recs = map[string][]fencing.Record{}
 		for _, r := range history(t, q, "") {
-			if r.Kind == stonith.KindUnfence {
+			if r.Kind == fencing.KindUnfence {
 				recs[r.Target] = append(recs[r.Target], r)
 			}
 		}
@@ -188,12 +188,12 @@ func TestUnfenceAtStart(t *testing.T) {
 	})
 	for node, rs := range recs {
 		for _, r := range rs {
-			if r.Executor != node || r.Action != stonith.ActionOn || r.RequestedBy != node+" (start)" || len(r.Attempts) == 0 || r.Attempts[0].Device != "scsi" {
+			if r.Executor != node || r.Action != fencing.ActionOn || r.RequestedBy != node+" (start)" || len(r.Attempts) == 0 || r.Attempts[0].Device != "scsi" {
 				t.Errorf("unfence record of %s: %+v", node, r)
 			}
 		}
 	}
-	if r := recs["node1"]; r[0].Outcome == stonith.OutcomeSuccess || !strings.Contains(r[0].Error, "reservation conflict") || r[1].Outcome != stonith.OutcomeSuccess {
+	if r := recs["node1"]; r[0].Outcome == fencing.OutcomeSuccess || !strings.Contains(r[0].Error, "reservation conflict") || r[1].Outcome != fencing.OutcomeSuccess {
 		t.Errorf("node1's records: %+v", r)
 	}
 }
@@ -237,8 +237,8 @@ func TestUnfenceWaitsForRebootOrConsent(t *testing.T) {
 	}
 	p.Wait(5 * time.Second)
 	q, e2 := successorWriting(t, c, p, e1)
-	rec, ok := recordOf(t, q, p.Name, stonith.KindFence)
-	if !ok || rec.Scope != stonith.ScopeStorage || rec.TargetBoot == "" {
+	rec, ok := recordOf(t, q, p.Name, fencing.KindFence)
+	if !ok || rec.Scope != fencing.ScopeStorage || rec.TargetBoot == "" {
 		t.Fatalf("the fence of %s: %+v (want a storage-level fence that records its boot)", p.Name, rec)
 	}
 	if _, err := os.Stat(registered); !os.IsNotExist(err) {
@@ -277,7 +277,7 @@ func TestUnfenceWaitsForRebootOrConsent(t *testing.T) {
 	// The admin consents: it unfences itself, through its own process.
 	cl := q.Client()
 	defer cl.Close()
-	var unf stonith.Record
+	var unf fencing.Record
 	if err := cl.Do(ctxT(t, 60*time.Second), "POST", "/v1/unfence", nil, daemon.AdminRequest{Node: p.Name, Reason: "checked: nothing runs there"}, &unf); err != nil {
 		t.Fatalf("fencectl unfence: %v", err)
 	}
@@ -333,7 +333,7 @@ func TestSelfFenceWithoutResetNeedsPower(t *testing.T) {
 	if got := logTimes(p.Log, time.Time{}, "asking the leader to fence it (power levels only)"); len(got) == 0 {
 		t.Fatalf("%s did not mark itself unclean", p.Name)
 	}
-	rec, ok := recordOf(t, q, p.Name, stonith.KindFence)
+	rec, ok := recordOf(t, q, p.Name, fencing.KindFence)
 	if !ok {
 		t.Fatalf("no confirmed fence of %s: %+v", p.Name, history(t, q, p.Name))
 	}
@@ -391,7 +391,7 @@ func TestProbeLeftoverIsFencedByTheHolder(t *testing.T) {
 	}
 	waitUntil(t, "the holder to fence "+p.Name, 30*time.Second, func() bool {
 		for _, r := range history(t, q, p.Name) {
-			if r.Kind == stonith.KindFence && r.Outcome == stonith.OutcomeSuccess && r.Executor == q.Name &&
+			if r.Kind == fencing.KindFence && r.Outcome == fencing.OutcomeSuccess && r.Executor == q.Name &&
 				strings.Contains(r.Reason, "may run the group beside its holder") {
 				return true
 			}

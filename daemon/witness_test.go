@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/fenced/fenced/daemon/config"
-	"github.com/fenced/fenced/daemon/devcluster"
-	"github.com/fenced/fenced/stonith"
+	"github.com/fenced/fenced/harness/devcluster"
+	"github.com/fenced/fenced/stonith/fencing"
 )
 
 // Two data nodes and a witness (node3): the most common bare-metal HA
@@ -96,7 +96,7 @@ func TestWitnessKillFailover(t *testing.T) {
 	}
 	fenced := false
 	for _, r := range history(t, q, p.Name) {
-		fenced = fenced || r.Kind == stonith.KindFence && r.Outcome == stonith.OutcomeSuccess && r.Epoch == e2
+		fenced = fenced || r.Kind == fencing.KindFence && r.Outcome == fencing.OutcomeSuccess && r.Epoch == e2
 	}
 	if !fenced {
 		t.Errorf("%s was not fenced before %s took over at %d", p.Name, q.Name, e2)

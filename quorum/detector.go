@@ -223,48 +223,37 @@ func (d *Detector) watch() {
 }
 
 // due says whether this node should act on its leader's silence now; if
-// not, it lowers *wait to when it might have to.
+// not, it lowers *wait to when it might have to (DetectTiming.Due).
 func (d *Detector) due(lastTry time.Time, wait *time.Duration) (act bool, leader string, rank int, silent time.Duration) {
 	if d.r.r.State() != raft.Follower {
 		return false, "", 0, 0
 	}
 	leader = d.r.Leader()
-	// Without a leader, this node follows none because a candidacy began
-	// (raft forgets the leader at a newer term): the old leader's silence
-	// then counts from this node's last contact with it, and the
-	// candidate is given another Detect to win before this node stands.
-	// Before any leader was known (startup), raft's own timer elects.
-	extra := time.Duration(0)
+	w := Watch{SinceAsked: forever}
 	if leader == "" {
+		// Without a leader, this node follows none because a candidacy
+		// began. Before any leader was known (startup), raft's own timer
+		// elects.
 		prev, since, ok := d.r.PreviousLeader()
 		if !ok {
 			return false, "", 0, 0
 		}
-		leader, silent, extra = prev, min(since, d.sinceBeacon(prev)), d.opts.Detect
+		leader, silent, w.Leaderless = prev, min(since, d.sinceBeacon(prev)), true
 	} else {
 		silent = d.Silence()
 	}
 	rank = slices.Index(d.opts.Order(leader), d.r.self)
-	if rank < 0 {
-		return false, "", 0, 0
+	if !lastTry.IsZero() {
+		w.SinceAsked = time.Since(lastTry)
 	}
-	threshold := d.opts.Detect + time.Duration(rank)*d.opts.Stagger + extra
-	held := time.Until(d.holdUntil())
-	if d.urged() {
-		threshold, held = min(threshold, d.agreeAt()), 0
-	}
-	retry := d.opts.Detect/2 - time.Since(lastTry)
-	switch {
-	case held > 0:
-		*wait = min(*wait, held)
-	case silent < threshold:
-		*wait = min(*wait, threshold-silent)
-	case retry > 0:
-		*wait = min(*wait, retry)
-	default:
-		return true, leader, rank, silent
-	}
-	return false, leader, rank, silent
+	w.Rank, w.Silent, w.Held, w.Urged = rank, silent, time.Until(d.holdUntil()), d.urged()
+	act, after := d.timing().Due(w)
+	*wait = min(*wait, after)
+	return act, leader, rank, silent
+}
+
+func (d *Detector) timing() DetectTiming {
+	return DetectTiming{Detect: d.opts.Detect, Stagger: d.opts.Stagger}
 }
 
 // sinceBeacon is how long ago leader's last beacon arrived (forever if
@@ -292,19 +281,22 @@ func (d *Detector) sinceBeacon(leader string) time.Duration {
 // does not.
 func (d *Detector) stand(leader string, rank int, s time.Duration) {
 	agree, asked, deferTo := d.confirm(leader, rank)
-	if deferTo != "" && agree >= d.opts.Majority && time.Since(d.deferred) > 2*d.opts.Detect {
+	sinceHeld := forever
+	if !d.deferred.IsZero() {
+		sinceHeld = time.Since(d.deferred)
+	}
+	switch d.timing().Decide(agree, d.opts.Majority, deferTo != "", sinceHeld) {
+	case HoldBack:
 		d.deferred = time.Now()
 		d.hold()
 		d.log.Info("leader silent for a majority: an earlier-ranked node stands", "leader", leader, "silent", s.Round(time.Millisecond), "rank", rank, "to", deferTo)
-		return
-	}
-	if agree < d.opts.Majority {
+	case NoElection:
 		d.log.Info("leader silent here, but not for a majority: no election", "leader", leader, "silent", s.Round(time.Millisecond), "agree", agree, "asked", asked)
-		return
-	}
-	d.log.Info("leader silent for a majority: starting election (as a leadership transfer)", "leader", leader, "silent", s.Round(time.Millisecond), "rank", rank, "agree", agree)
-	if err := d.r.kick.kick(d.opts.Detect); err != nil {
-		d.log.Warn("standing for election", "err", err)
+	case Stand:
+		d.log.Info("leader silent for a majority: starting election (as a leadership transfer)", "leader", leader, "silent", s.Round(time.Millisecond), "rank", rank, "agree", agree)
+		if err := d.r.kick.kick(d.opts.Detect); err != nil {
+			d.log.Warn("standing for election", "err", err)
+		}
 	}
 }
 
@@ -403,33 +395,21 @@ func (d *Detector) answer(from string, body []byte) ([]byte, error) {
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, fmt.Errorf("silence query from %s: %w", from, err)
 	}
-	s := d.Silence()
-	if cur := d.r.Leader(); cur != "" && cur != req.Leader {
-		s = 0 // this node follows another leader: not silent
-	} else if cur == "" {
-		s = d.opts.Detect // this node knows no leader at all
+	a := Asked{Leader: req.Leader, Current: d.r.Leader(), Silent: d.Silence(), AskerRank: req.Rank,
+		Mine: slices.Index(d.opts.Order(req.Leader), d.r.self), Follower: d.r.r.State() == raft.Follower,
+		Holding: time.Now().Before(d.holdUntil())}
+	if req.LogTerm != 0 || req.LogIndex != 0 {
+		idx, term := d.r.LastLog()
+		a.Newer = CompareLog(term, idx, req.LogTerm, req.LogIndex)
 	}
-	var defers bool
-	if s >= d.agreeAt() {
-		mine := slices.Index(d.opts.Order(req.Leader), d.r.self)
-		newer := 0 // > 0: this node's log is newer than the asker's
-		if req.LogTerm != 0 || req.LogIndex != 0 {
-			idx, term := d.r.LastLog()
-			newer = CompareLog(term, idx, req.LogTerm, req.LogIndex)
-		}
-		follower := d.r.r.State() == raft.Follower
-		switch {
-		case mine < 0:
-		case newer > 0 && follower:
-			defers = true
-			d.urge()
-		case newer < 0 || mine > req.Rank:
-			d.hold()
-		case mine < req.Rank && follower && time.Now().After(d.holdUntil()):
-			defers = true
-		}
+	r := d.timing().Answer(a)
+	switch {
+	case r.Urge:
+		d.urge()
+	case r.Hold:
+		d.hold()
 	}
-	return json.Marshal(silenceResp{SilentNs: int64(s), Defer: defers})
+	return json.Marshal(silenceResp{SilentNs: int64(r.Silent), Defer: r.Defers})
 }
 
 // urge makes this node stand at once (its log is newer than an asker's),

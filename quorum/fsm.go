@@ -12,9 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fenced/fenced/stonith/fencing"
 	"github.com/hashicorp/raft"
-
-	"github.com/fenced/fenced/stonith"
 )
 
 // Holder states, in the order a takeover moves through them.
@@ -80,7 +79,7 @@ type State struct {
 	// that cuts only their storage does not.
 	Unclean map[string]string `json:"unclean,omitempty"`
 	// History is the fence history, oldest first, bounded.
-	History []stonith.Record `json:"history"`
+	History []fencing.Record `json:"history"`
 	// NextID numbers history records.
 	NextID uint64 `json:"nextID"`
 	// GrantedAt is when (wall clock, informational) the epoch was granted.
@@ -157,7 +156,7 @@ type Command struct {
 	State  string          `json:"state,omitempty"`
 	Reason string          `json:"reason,omitempty"`
 	Flag   bool            `json:"flag,omitempty"`
-	Record *stonith.Record `json:"record,omitempty"`
+	Record *fencing.Record `json:"record,omitempty"`
 	Time   time.Time       `json:"time,omitempty"`
 	// Watchdog is the armed watchdog timeout a holder advertises with
 	// its mount intent (OpState mounting); 0 = none.
@@ -369,15 +368,15 @@ func (f *FSM) apply(c *Command) any {
 			s.HolderState = HolderReleased
 			s.Reason = c.Reason
 		}
-		f.addRecord(stonith.Record{Kind: stonith.KindRelease, Target: c.Node, Epoch: c.Epoch, Reason: c.Reason,
-			Started: c.Time, Finished: c.Time, Outcome: stonith.OutcomeSuccess, RequestedBy: c.Node, Executor: c.Node})
+		f.addRecord(fencing.Record{Kind: fencing.KindRelease, Target: c.Node, Epoch: c.Epoch, Reason: c.Reason,
+			Started: c.Time, Finished: c.Time, Outcome: fencing.OutcomeSuccess, RequestedBy: c.Node, Executor: c.Node})
 		return nil
 	case OpRecord:
 		if c.Record == nil {
 			return errors.New("record: missing record")
 		}
 		r := *c.Record
-		if r.Kind == stonith.KindExpiry || r.Kind == stonith.KindWatchdog {
+		if r.Kind == fencing.KindExpiry || r.Kind == fencing.KindWatchdog {
 			// Only the current holder, which waited the lease out itself,
 			// records that a former holder's lease (and watchdog) ended;
 			// the watchdog only for a node that advertised one.
@@ -385,7 +384,7 @@ func (f *FSM) apply(c *Command) any {
 				return fmt.Errorf("record: %s of %s by %s at epoch %d refused: only the holder at the current epoch (%s at %d) may record it",
 					r.Kind, r.Target, r.Executor, r.Epoch, s.Holder, s.Epoch)
 			}
-			if r.Kind == stonith.KindWatchdog && s.Watchdogs[r.Target] <= 0 {
+			if r.Kind == fencing.KindWatchdog && s.Watchdogs[r.Target] <= 0 {
 				return fmt.Errorf("record: watchdog confirmation of %s refused: it advertised no armed watchdog", r.Target)
 			}
 		}
@@ -395,9 +394,9 @@ func (f *FSM) apply(c *Command) any {
 		// only the storage of an unclean node does not (its stop failed:
 		// what of the group does not use the storage still runs there).
 		_, unclean := s.Unclean[r.Target]
-		storageOnly := r.Kind == stonith.KindFence && r.Scope == stonith.ScopeStorage && unclean
-		if r.Outcome == stonith.OutcomeSuccess && !storageOnly && (r.Kind == stonith.KindFence && r.Action != "on" || r.Kind == stonith.KindConfirm ||
-			r.Kind == stonith.KindExpiry || r.Kind == stonith.KindWatchdog) {
+		storageOnly := r.Kind == fencing.KindFence && r.Scope == fencing.ScopeStorage && unclean
+		if r.Outcome == fencing.OutcomeSuccess && !storageOnly && (r.Kind == fencing.KindFence && r.Action != "on" || r.Kind == fencing.KindConfirm ||
+			r.Kind == fencing.KindExpiry || r.Kind == fencing.KindWatchdog) {
 			f.cleared(r.Target)
 			if s.LeaseOf == r.Target {
 				s.LeaseOf = ""
@@ -484,7 +483,7 @@ func (f *FSM) pruneTimings() {
 }
 
 // addRecord inserts r, or replaces the record with r's ID, and returns the ID.
-func (f *FSM) addRecord(r stonith.Record) uint64 {
+func (f *FSM) addRecord(r fencing.Record) uint64 {
 	s := &f.state
 	if r.ID != 0 {
 		for i := range s.History {

@@ -8,9 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fenced/fenced/stonith/fencing"
 	"github.com/hashicorp/raft"
-
-	"github.com/fenced/fenced/stonith"
 )
 
 func apply(t *testing.T, f *FSM, c Command) any {
@@ -48,11 +47,11 @@ func TestEpochsAndTakeoverGate(t *testing.T) {
 		t.Fatal("mount intent accepted while a is unconfirmed")
 	}
 	// A failed fence changes nothing; a confirmed one clears a.
-	apply(t, f, Command{Op: OpRecord, Record: &stonith.Record{Kind: stonith.KindFence, Target: "a", Action: "off", Executor: "b", Outcome: stonith.OutcomeFailed}})
+	apply(t, f, Command{Op: OpRecord, Record: &fencing.Record{Kind: fencing.KindFence, Target: "a", Action: "off", Executor: "b", Outcome: fencing.OutcomeFailed}})
 	if f.State().Unconfirmed["a"] == 0 {
 		t.Fatal("failed fence cleared a")
 	}
-	apply(t, f, Command{Op: OpRecord, Record: &stonith.Record{Kind: stonith.KindFence, Target: "a", Action: "off", Executor: "b", Outcome: stonith.OutcomeSuccess}})
+	apply(t, f, Command{Op: OpRecord, Record: &fencing.Record{Kind: fencing.KindFence, Target: "a", Action: "off", Executor: "b", Outcome: fencing.OutcomeSuccess}})
 	s := f.State()
 	if _, ok := s.Unconfirmed["a"]; ok || s.LeaseOf != "" {
 		t.Fatalf("confirmed fence did not clear a: %+v", s)
@@ -69,7 +68,7 @@ func TestEpochsAndTakeoverGate(t *testing.T) {
 	// Manual confirmation clears like a fence.
 	apply(t, f, Command{Op: OpState, Node: "c", Epoch: 3, State: HolderMounting})
 	apply(t, f, Command{Op: OpAcquire, Node: "a"})
-	apply(t, f, Command{Op: OpRecord, Record: &stonith.Record{Kind: stonith.KindConfirm, Target: "c", Outcome: stonith.OutcomeSuccess}})
+	apply(t, f, Command{Op: OpRecord, Record: &fencing.Record{Kind: fencing.KindConfirm, Target: "c", Outcome: fencing.OutcomeSuccess}})
 	if len(f.State().Unconfirmed) != 0 {
 		t.Fatalf("confirm did not clear: %v", f.State().Unconfirmed)
 	}
@@ -90,15 +89,15 @@ func TestStandbyRefusesAcquire(t *testing.T) {
 func TestHistoryBoundedAndSnapshot(t *testing.T) {
 	f := NewFSM(3)
 	for i := range 5 {
-		id := apply(t, f, Command{Op: OpRecord, Record: &stonith.Record{Kind: stonith.KindFence, Target: "x", Reason: string(rune('a' + i))}}).(uint64)
+		id := apply(t, f, Command{Op: OpRecord, Record: &fencing.Record{Kind: fencing.KindFence, Target: "x", Reason: string(rune('a' + i))}}).(uint64)
 		if id != uint64(i+1) {
 			t.Fatalf("id %d", id)
 		}
 	}
 	// Update in place by ID.
-	apply(t, f, Command{Op: OpRecord, Record: &stonith.Record{ID: 5, Kind: stonith.KindFence, Target: "x", Outcome: stonith.OutcomeSuccess}})
+	apply(t, f, Command{Op: OpRecord, Record: &fencing.Record{ID: 5, Kind: fencing.KindFence, Target: "x", Outcome: fencing.OutcomeSuccess}})
 	s := f.State()
-	if len(s.History) != 3 || s.History[0].ID != 3 || s.History[2].Outcome != stonith.OutcomeSuccess {
+	if len(s.History) != 3 || s.History[0].ID != 3 || s.History[2].Outcome != fencing.OutcomeSuccess {
 		t.Fatalf("history %+v", s.History)
 	}
 	apply(t, f, Command{Op: OpAcquire, Node: "a"})
@@ -173,7 +172,7 @@ func TestAdvertisedTimings(t *testing.T) {
 		t.Fatalf("timings %+v", v.Timings)
 	}
 	// a is fenced: nothing of its may run any more.
-	apply(t, f, Command{Op: OpRecord, Record: &stonith.Record{Kind: stonith.KindFence, Target: "a", Action: "off", Executor: "b", Outcome: stonith.OutcomeSuccess}})
+	apply(t, f, Command{Op: OpRecord, Record: &fencing.Record{Kind: fencing.KindFence, Target: "a", Action: "off", Executor: "b", Outcome: fencing.OutcomeSuccess}})
 	if _, ok := f.View().Timings["a"]; ok {
 		t.Fatalf("a's timing kept after its fence: %+v", f.View().Timings)
 	}

@@ -11,10 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fenced/fenced/stonith/fencing"
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
-
-	"github.com/fenced/fenced/stonith"
 )
 
 // fuzzMembership is one encrypted node on memberlist's in-memory network
@@ -159,8 +158,8 @@ var fuzzFSMStart = []Command{
 	{Op: OpState, Node: "a", Epoch: 1, State: HolderMounting},
 	{Op: OpState, Node: "a", Epoch: 1, State: HolderMounted},
 	{Op: OpStandby, Node: "c", Flag: true},
-	{Op: OpRecord, Record: &stonith.Record{Kind: stonith.KindFence, Target: "b", Outcome: stonith.OutcomePending,
-		Attempts: []stonith.Attempt{{Level: 1, Device: "ipmi-b", Action: "off", Result: "unknown"}}}},
+	{Op: OpRecord, Record: &fencing.Record{Kind: fencing.KindFence, Target: "b", Outcome: fencing.OutcomePending,
+		Attempts: []fencing.Attempt{{Level: 1, Device: "ipmi-b", Action: "off", Result: "unknown"}}}},
 	{Op: OpAcquire, Node: "b"},
 }
 
@@ -194,10 +193,10 @@ func FuzzFSMApply(f *testing.F) {
 	for _, seed := range [][]Command{
 		{{Op: OpAcquire, Node: "c"}, {Op: OpStandby, Node: "c"}, {Op: OpAcquire, Node: "c"}},
 		{{Op: OpRelease, Node: "b", Epoch: 2}, {Op: OpAcquire, Node: "a"}, {Op: OpState, Node: "a", Epoch: 3, State: HolderMounting}},
-		{{Op: OpRecord, Record: &stonith.Record{ID: 1, Kind: stonith.KindFence, Target: "a", Executor: "b", Action: "off", Outcome: stonith.OutcomeSuccess}},
+		{{Op: OpRecord, Record: &fencing.Record{ID: 1, Kind: fencing.KindFence, Target: "a", Executor: "b", Action: "off", Outcome: fencing.OutcomeSuccess}},
 			{Op: OpState, Node: "b", Epoch: 2, State: HolderMounting}},
 		{{Op: OpState, Node: "b", Epoch: 2, State: "bogus"}, {Op: OpState, Node: "a", Epoch: 1, State: HolderMounted}},
-		{{Op: OpRecord, Record: &stonith.Record{ID: 1 << 63, Kind: stonith.KindConfirm, Target: "a", Outcome: stonith.OutcomeSuccess}}},
+		{{Op: OpRecord, Record: &fencing.Record{ID: 1 << 63, Kind: fencing.KindConfirm, Target: "a", Outcome: fencing.OutcomeSuccess}}},
 		{{Op: OpAcquire}, {Op: OpRecord}, {Op: "nope"}},
 	} {
 		var buf bytes.Buffer
@@ -277,7 +276,7 @@ func TestRefusedCommandsChangeNothing(t *testing.T) {
 		{Op: OpRelease, Epoch: 2},
 		{Op: OpStandby, Flag: true},
 		{Op: OpRecord},
-		{Op: OpRecord, Record: &stonith.Record{ID: 1 << 63, Kind: stonith.KindConfirm, Target: "a", Outcome: stonith.OutcomeSuccess}},
+		{Op: OpRecord, Record: &fencing.Record{ID: 1 << 63, Kind: fencing.KindConfirm, Target: "a", Outcome: fencing.OutcomeSuccess}},
 		{Op: OpState, Node: "a", Epoch: 1, State: HolderMounted}, // stale
 		{Op: "nope"},
 	} {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fenced/fenced/agents"
 	"github.com/fenced/fenced/agents/ipmi/ipmisim"
+	"github.com/fenced/fenced/stonith/fencing"
 )
 
 // BenchmarkSlowBMC measures one fence (off and its read-back, as the
@@ -63,8 +64,8 @@ func startSlowBMC(b *testing.B, sim string, delay time.Duration) *slowBMC {
 		direct := ipmiEngine()
 		on := Target{Device: "direct", Agent: "ipmi", Params: benchParams("127.0.0.1", o.Port, "3"), Timeout: 20 * time.Second}
 		s.powerOn = func(b *testing.B) {
-			rec := direct.Fence(context.Background(), Request{Target: "node", Action: ActionOn, Topology: Topology{{Devices: []Target{on}}}})
-			if rec.Outcome != OutcomeSuccess {
+			rec := direct.Fence(context.Background(), Request{Target: "node", Action: fencing.ActionOn, Topology: Topology{{Devices: []Target{on}}}})
+			if rec.Outcome != fencing.OutcomeSuccess {
 				b.Fatalf("power on: %s", rec.Error)
 			}
 			for !o.HostRunning() {
@@ -118,12 +119,12 @@ func benchSlowBMC(b *testing.B, sim string, delay time.Duration, warm bool) {
 		b.StopTimer()
 		bmc.powerOn(b)
 		b.StartTimer()
-		rec := e.Fence(context.Background(), Request{Target: "node", Action: ActionOff, Topology: Topology{{Devices: []Target{t}}}})
+		rec := e.Fence(context.Background(), Request{Target: "node", Action: fencing.ActionOff, Topology: Topology{{Devices: []Target{t}}}})
 		at := rec.Attempts[len(rec.Attempts)-1]
 		total = append(total, at.Duration)
 		command = append(command, at.Duration-at.ReadBackDuration)
 		readBack = append(readBack, at.ReadBackDuration)
-		if rec.Outcome == OutcomeSuccess {
+		if rec.Outcome == fencing.OutcomeSuccess {
 			ok++
 		} else {
 			errs = append(errs, rec.Error)

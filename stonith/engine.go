@@ -11,20 +11,7 @@ import (
 	"time"
 
 	"github.com/fenced/fenced/agents"
-)
-
-// Actions a Request may ask for.
-const (
-	ActionOff    = "off"
-	ActionReboot = "reboot"
-	ActionOn     = "on"
-)
-
-// Attempt results.
-const (
-	ResultSuccess = "success"
-	ResultFailed  = "failed"
-	ResultUnknown = "unknown"
+	"github.com/fenced/fenced/stonith/fencing"
 )
 
 // Topology is a node's fence topology: levels tried in order.
@@ -75,7 +62,7 @@ type Request struct {
 	Levels []int
 	// OnProgress, when set, receives a copy of the record after every
 	// attempt (Outcome pending). Calls are serialised.
-	OnProgress func(Record)
+	OnProgress func(fencing.Record)
 	// PowerOnly: only levels that remove the node's power may confirm
 	// this off (the node's stop failed and it could not reset itself:
 	// cutting its storage would leave the rest of the group running).
@@ -158,19 +145,19 @@ func (e *Engine) lockTarget(ctx context.Context, node string) (release func(), e
 // Fence runs req and returns its record; Outcome is success only when the
 // node was read back off on every device of one level (for on: read back on
 // on every device asked). It never returns a pending record.
-func (e *Engine) Fence(ctx context.Context, req Request) Record {
-	rec := Record{
-		ID: req.ID, Kind: KindFence, Target: req.Target, Action: req.Action,
+func (e *Engine) Fence(ctx context.Context, req Request) fencing.Record {
+	rec := fencing.Record{
+		ID: req.ID, Kind: fencing.KindFence, Target: req.Target, Action: req.Action,
 		Reason: req.Reason, RequestedBy: req.RequestedBy, Executor: req.Executor,
-		Epoch: req.Epoch, Started: e.Now(), Outcome: OutcomePending, TargetBoot: req.TargetBoot,
+		Epoch: req.Epoch, Started: e.Now(), Outcome: fencing.OutcomePending, TargetBoot: req.TargetBoot,
 	}
-	if req.Action == ActionOn {
-		rec.Kind = KindUnfence
+	if req.Action == fencing.ActionOn {
+		rec.Kind = fencing.KindUnfence
 	}
 	log := e.log.With("target", req.Target, "fence_id", req.ID, "action", req.Action, "epoch", req.Epoch)
-	finish := func(outcome, msg string) Record {
+	finish := func(outcome, msg string) fencing.Record {
 		rec.Outcome, rec.Error, rec.Finished = outcome, msg, e.Now()
-		if outcome == OutcomeSuccess {
+		if outcome == fencing.OutcomeSuccess {
 			log.Info("fence finished", "outcome", outcome, "attempts", len(rec.Attempts), "error", msg)
 		} else {
 			log.Error("fence finished", "outcome", outcome, "attempts", len(rec.Attempts), "error", msg)
@@ -178,56 +165,56 @@ func (e *Engine) Fence(ctx context.Context, req Request) Record {
 		return rec
 	}
 	if req.Target == "" {
-		return finish(OutcomeFailed, "request names no target node")
+		return finish(fencing.OutcomeFailed, "request names no target node")
 	}
 	switch req.Action {
-	case ActionOff, ActionReboot, ActionOn:
+	case fencing.ActionOff, fencing.ActionReboot, fencing.ActionOn:
 	default:
-		return finish(OutcomeFailed, fmt.Sprintf("action %q: want off, reboot or on", req.Action))
+		return finish(fencing.OutcomeFailed, fmt.Sprintf("action %q: want off, reboot or on", req.Action))
 	}
 	if len(req.Topology) == 0 {
-		return finish(OutcomeFailed, "node "+req.Target+" has no fence topology")
+		return finish(fencing.OutcomeFailed, "node "+req.Target+" has no fence topology")
 	}
 	release, err := e.lockTarget(ctx, req.Target)
 	if err != nil {
 		// Nothing was sent: the wait for the running operation was cut short.
-		return finish(OutcomeFailed, "waiting for the running operation on "+req.Target+": "+err.Error())
+		return finish(fencing.OutcomeFailed, "waiting for the running operation on "+req.Target+": "+err.Error())
 	}
 	defer release()
 	rec.Started = e.Now()
 	log.Info("fence started", "levels", len(req.Topology), "reason", req.Reason, "requested_by", req.RequestedBy)
 
 	run := &operation{e: e, req: req, rec: &rec, log: log, start: time.Now()}
-	if req.Action == ActionOn {
+	if req.Action == fencing.ActionOn {
 		outcome, msg := run.unfence(ctx)
 		return finish(outcome, msg)
 	}
 	outcome, level, msg := run.off(ctx)
-	if outcome == OutcomeSuccess && req.Topology[level-1].Storage {
-		rec.Scope = ScopeStorage
+	if outcome == fencing.OutcomeSuccess && req.Topology[level-1].Storage {
+		rec.Scope = fencing.ScopeStorage
 	}
-	if outcome != OutcomeSuccess || req.Action == ActionOff {
+	if outcome != fencing.OutcomeSuccess || req.Action == fencing.ActionOff {
 		return finish(outcome, msg)
 	}
 	// Reboot: the node is confirmed off through every device of one level;
 	// power comes back through those same devices only, all of them, after
 	// all are off (a dual-PSU server stays off until both feeds are cut).
-	res := run.level(ctx, level, ActionOn)
+	res := run.level(ctx, level, fencing.ActionOn)
 	if res.ok {
-		return finish(OutcomeSuccess, "")
+		return finish(fencing.OutcomeSuccess, "")
 	}
 	// The fence itself is confirmed; what failed is the restart. The record
 	// stays a success (the node is safely off) and says what is left to do.
-	return finish(OutcomeSuccess, "confirmed off at level "+fmt.Sprint(level)+"; power on failed: "+res.err)
+	return finish(fencing.OutcomeSuccess, "confirmed off at level "+fmt.Sprint(level)+"; power on failed: "+res.err)
 }
 
 // operation is one running request.
 type operation struct {
 	e     *Engine
 	req   Request
-	rec   *Record
+	rec   *fencing.Record
 	log   *slog.Logger
-	start time.Time // monotonic, for Attempt.Started
+	start time.Time // monotonic, for fencing.Attempt.Started
 
 	mu sync.Mutex // guards rec.Attempts and serialises OnProgress
 }
@@ -235,7 +222,7 @@ type operation struct {
 // off walks the levels in order until one succeeds. It returns the outcome,
 // the 1-based level that succeeded, and a summary of the failures.
 func (o *operation) off(ctx context.Context) (outcome string, level int, msg string) {
-	if o.e.Hedge && o.req.Action == ActionOff && len(o.req.Topology) > 1 {
+	if o.e.Hedge && o.req.Action == fencing.ActionOff && len(o.req.Topology) > 1 {
 		return o.offHedged(ctx)
 	}
 	var problems []string
@@ -246,18 +233,18 @@ func (o *operation) off(ctx context.Context) (outcome string, level int, msg str
 			problems = append(problems, fmt.Sprintf("level %d: not tried: %v", n, err))
 			break
 		}
-		res := o.level(ctx, n, ActionOff)
+		res := o.level(ctx, n, fencing.ActionOff)
 		if res.ok {
-			return OutcomeSuccess, n, ""
+			return fencing.OutcomeSuccess, n, ""
 		}
 		unknown = unknown || res.unknown
 		problems = append(problems, fmt.Sprintf("level %d: %s", n, res.err))
 		o.log.Warn("fence level failed, trying the next", "level", n, "error", res.err)
 	}
 	if unknown {
-		return OutcomeUnknown, 0, strings.Join(problems, "; ")
+		return fencing.OutcomeUnknown, 0, strings.Join(problems, "; ")
 	}
-	return OutcomeFailed, 0, strings.Join(problems, "; ")
+	return fencing.OutcomeFailed, 0, strings.Join(problems, "; ")
 }
 
 // unfence powers the node back on (or restores its zoning) through every
@@ -281,7 +268,7 @@ func (o *operation) unfence(ctx context.Context) (string, string) {
 			failed = true
 			continue
 		}
-		res := o.level(ctx, n, ActionOn)
+		res := o.level(ctx, n, fencing.ActionOn)
 		if !res.ok {
 			failed = true
 			unknown = unknown || res.unknown
@@ -290,11 +277,11 @@ func (o *operation) unfence(ctx context.Context) (string, string) {
 	}
 	switch {
 	case !failed:
-		return OutcomeSuccess, ""
+		return fencing.OutcomeSuccess, ""
 	case unknown:
-		return OutcomeUnknown, strings.Join(problems, "; ")
+		return fencing.OutcomeUnknown, strings.Join(problems, "; ")
 	}
-	return OutcomeFailed, strings.Join(problems, "; ")
+	return fencing.OutcomeFailed, strings.Join(problems, "; ")
 }
 
 type levelResult struct {
@@ -315,7 +302,7 @@ func (o *operation) levelWatched(ctx context.Context, n int, action string, answ
 	if len(devs) == 0 {
 		return levelResult{err: "no devices"}
 	}
-	if o.req.PowerOnly && o.req.Topology[n-1].Storage && action != ActionOn {
+	if o.req.PowerOnly && o.req.Topology[n-1].Storage && action != fencing.ActionOn {
 		return levelResult{err: "not tried: it cuts only the storage, and " + o.req.Target + " must lose its power (its stop failed and it could not reset itself)"}
 	}
 	// Devices that did go off stay off when a sibling fails: powering them
@@ -356,12 +343,12 @@ type deviceResult struct {
 // device runs action on one device, with retries, and records every try.
 func (o *operation) device(ctx context.Context, level int, t Target, action string, answered func()) deviceResult {
 	log := o.log.With("level", level, "device", t.Device, "agent", t.Agent)
-	base := Attempt{Level: level, Device: t.Device, Agent: t.Agent, Plug: t.Plug, Action: action, Start: time.Since(o.start)}
+	base := fencing.Attempt{Level: level, Device: t.Device, Agent: t.Agent, Plug: t.Plug, Action: action, Start: time.Since(o.start)}
 	a, closeAgent, err := o.e.agentFor(t, log)
 	if err != nil {
 		// A configuration error: nothing was sent, retrying cannot help.
 		at := base
-		at.Try, at.Result, at.Error = 1, ResultFailed, err.Error()
+		at.Try, at.Result, at.Error = 1, fencing.ResultFailed, err.Error()
 		o.record(at)
 		return deviceResult{err: err.Error()}
 	}
@@ -385,11 +372,11 @@ func (o *operation) device(ctx context.Context, level int, t Target, action stri
 		at.Level, at.Device, at.Agent, at.Plug, at.Action, at.Try, at.Start = level, t.Device, t.Agent, t.Plug, action, try, started
 		o.record(at.Attempt)
 		switch at.Result {
-		case ResultSuccess:
+		case fencing.ResultSuccess:
 			log.Info("device "+action+" confirmed", "try", try, "read_back", at.ReadBack, "took", at.Duration)
 			res.ok, res.err = true, ""
 			return res
-		case ResultUnknown:
+		case fencing.ResultUnknown:
 			res.unknown = true
 		}
 		log.Warn("device "+action+" "+at.Result, "try", try, "of", tries, "error", at.Error)
@@ -407,7 +394,7 @@ func (o *operation) device(ctx context.Context, level int, t Target, action stri
 
 // tryResult is an Attempt plus what the engine needs to decide on retries.
 type tryResult struct {
-	Attempt
+	fencing.Attempt
 	auth bool
 }
 
@@ -429,7 +416,7 @@ func (e *Engine) try(ctx context.Context, a agents.Agent, t Target, action strin
 	start := time.Now()
 	var res tryResult
 	want := agents.StateOff
-	if action == ActionOn {
+	if action == fencing.ActionOn {
 		want = agents.StateOn
 	}
 	var err error
@@ -468,12 +455,12 @@ func (e *Engine) try(ctx context.Context, a agents.Agent, t Target, action strin
 	res.Stderr = stderrOf(err, a)
 	switch {
 	case err == nil:
-		res.Result = ResultSuccess
+		res.Result = fencing.ResultSuccess
 	case agents.IsUnknown(err):
-		res.Result = ResultUnknown
+		res.Result = fencing.ResultUnknown
 		res.Error = err.Error()
 	default:
-		res.Result = ResultFailed
+		res.Result = fencing.ResultFailed
 		res.Error = err.Error()
 		res.auth = errors.Is(err, agents.ErrAuth)
 	}
@@ -583,13 +570,13 @@ func stderrOf(err error, a agents.Agent) string {
 }
 
 // record appends at to the record and reports progress.
-func (o *operation) record(at Attempt) {
+func (o *operation) record(at fencing.Attempt) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.rec.Attempts = append(o.rec.Attempts, at)
 	if o.req.OnProgress != nil {
 		cp := *o.rec
-		cp.Attempts = append([]Attempt(nil), o.rec.Attempts...)
+		cp.Attempts = append([]fencing.Attempt(nil), o.rec.Attempts...)
 		o.req.OnProgress(cp)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fenced/fenced/agents"
+	"github.com/fenced/fenced/stonith/fencing"
 )
 
 // fakeDevice is a scripted power switch for one node.
@@ -184,13 +185,13 @@ func (l *fakeLab) engine() *Engine {
 	return e
 }
 
-func fence(t *testing.T, e *Engine, req Request) Record {
+func fence(t *testing.T, e *Engine, req Request) fencing.Record {
 	t.Helper()
 	if req.Target == "" {
 		req.Target = "node2"
 	}
 	if req.Action == "" {
-		req.Action = ActionOff
+		req.Action = fencing.ActionOff
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -202,7 +203,7 @@ func fence(t *testing.T, e *Engine, req Request) Record {
 }
 
 // summary renders the attempts compactly: level/device/action/try=result(readback).
-func summary(rec Record) string {
+func summary(rec fencing.Record) string {
 	var parts []string
 	for _, a := range rec.Attempts {
 		parts = append(parts, fmt.Sprintf("%d/%s/%s/%d=%s(%s)", a.Level, a.Device, a.Action, a.Try, a.Result, a.ReadBack))
@@ -214,7 +215,7 @@ func TestFirstLevelSuccess(t *testing.T) {
 	l := newLab(t)
 	rec := fence(t, l.engine(), Request{ID: 7, Epoch: 3, Reason: "takeover", RequestedBy: "node1", Executor: "node1",
 		Topology: Topology{{Devices: []Target{l.add("bmc", "node2", nil)}}, {Devices: []Target{l.add("pdu", "4", nil)}}}})
-	if rec.Outcome != OutcomeSuccess || rec.Error != "" {
+	if rec.Outcome != fencing.OutcomeSuccess || rec.Error != "" {
 		t.Fatalf("outcome %s (%s)", rec.Outcome, rec.Error)
 	}
 	if got, want := summary(rec), "1/bmc/off/1=success(off)"; got != want {
@@ -224,7 +225,7 @@ func TestFirstLevelSuccess(t *testing.T) {
 	if a.Agent != "fake" || a.Plug != "node2" || a.Duration <= 0 {
 		t.Fatalf("attempt %+v", a)
 	}
-	if rec.ID != 7 || rec.Epoch != 3 || rec.Kind != KindFence || rec.Target != "node2" || rec.Executor != "node1" {
+	if rec.ID != 7 || rec.Epoch != 3 || rec.Kind != fencing.KindFence || rec.Target != "node2" || rec.Executor != "node1" {
 		t.Fatalf("record %+v", rec)
 	}
 	if l.dev("pdu", "4").offs != 0 {
@@ -243,7 +244,7 @@ func TestAllDevicesMustSucceedAndFallThrough(t *testing.T) {
 		{Devices: []Target{l.add("bmc", "node2", nil)}},
 	}
 	rec := fence(t, l.engine(), Request{Topology: topo})
-	if rec.Outcome != OutcomeSuccess {
+	if rec.Outcome != fencing.OutcomeSuccess {
 		t.Fatalf("outcome %s (%s)", rec.Outcome, rec.Error)
 	}
 	got := summary(rec)
@@ -267,7 +268,7 @@ func TestEveryLevelFailed(t *testing.T) {
 		{Devices: []Target{l.add("pduA", "1", nil), l.add("pduB", "1", &fakeDevice{offFails: 99})}},
 	}
 	rec := fence(t, l.engine(), Request{Topology: topo})
-	if rec.Outcome != OutcomeFailed {
+	if rec.Outcome != fencing.OutcomeFailed {
 		t.Fatalf("outcome %s, want failed (%s)", rec.Outcome, summary(rec))
 	}
 	for _, want := range []string{"level 1: device bmc: try 1: failed", "level 2: device pduB: try 1: failed", "refused"} {
@@ -284,16 +285,16 @@ func TestRetries(t *testing.T) {
 	l := newLab(t)
 	tg := l.add("bmc", "n2", &fakeDevice{offFails: 2})
 	tg.Retries = 2
-	var progress []Record
+	var progress []fencing.Record
 	rec := fence(t, l.engine(), Request{Topology: Topology{{Devices: []Target{tg}}},
-		OnProgress: func(r Record) { progress = append(progress, r) }})
-	if rec.Outcome != OutcomeSuccess {
+		OnProgress: func(r fencing.Record) { progress = append(progress, r) }})
+	if rec.Outcome != fencing.OutcomeSuccess {
 		t.Fatalf("outcome %s (%s)", rec.Outcome, summary(rec))
 	}
 	if got, want := summary(rec), "1/bmc/off/1=failed() 1/bmc/off/2=failed() 1/bmc/off/3=success(off)"; got != want {
 		t.Fatalf("attempts %q, want %q", got, want)
 	}
-	if len(progress) != 3 || progress[0].Outcome != OutcomePending || len(progress[0].Attempts) != 1 || len(progress[2].Attempts) != 3 {
+	if len(progress) != 3 || progress[0].Outcome != fencing.OutcomePending || len(progress[0].Attempts) != 1 || len(progress[2].Attempts) != 3 {
 		t.Fatalf("progress %+v", progress)
 	}
 
@@ -302,7 +303,7 @@ func TestRetries(t *testing.T) {
 	tg = l2.add("bmc", "n2", &fakeDevice{offFails: 2})
 	tg.Retries = 1
 	rec = fence(t, l2.engine(), Request{Topology: Topology{{Devices: []Target{tg}}}})
-	if rec.Outcome != OutcomeFailed || len(rec.Attempts) != 2 {
+	if rec.Outcome != fencing.OutcomeFailed || len(rec.Attempts) != 2 {
 		t.Fatalf("outcome %s, attempts %q", rec.Outcome, summary(rec))
 	}
 }
@@ -313,7 +314,7 @@ func TestAuthFailureNotRetried(t *testing.T) {
 	tg := l.add("bmc", "n2", &fakeDevice{offFails: 99, auth: true})
 	tg.Retries = 3
 	rec := fence(t, l.engine(), Request{Topology: Topology{{Devices: []Target{tg}}}})
-	if rec.Outcome != OutcomeFailed || len(rec.Attempts) != 1 || !strings.Contains(rec.Error, "bad password") {
+	if rec.Outcome != fencing.OutcomeFailed || len(rec.Attempts) != 1 || !strings.Contains(rec.Error, "bad password") {
 		t.Fatalf("outcome %s, attempts %q, error %q", rec.Outcome, summary(rec), rec.Error)
 	}
 }
@@ -325,7 +326,7 @@ func TestUnknownVersusFailed(t *testing.T) {
 		{Devices: []Target{l.add("pdu", "1", &fakeDevice{offFails: 99})}},
 	}
 	rec := fence(t, l.engine(), Request{Topology: topo})
-	if rec.Outcome != OutcomeUnknown {
+	if rec.Outcome != fencing.OutcomeUnknown {
 		t.Fatalf("outcome %s, want unknown (%s)", rec.Outcome, summary(rec))
 	}
 	if got, want := summary(rec), "1/bmc/off/1=unknown() 2/pdu/off/1=failed()"; got != want {
@@ -336,7 +337,7 @@ func TestUnknownVersusFailed(t *testing.T) {
 	tg := l2.add("bmc", "n2", &fakeDevice{offFails: 1, unknown: true})
 	tg.Retries = 1
 	rec = fence(t, l2.engine(), Request{Topology: Topology{{Devices: []Target{tg}}}})
-	if rec.Outcome != OutcomeSuccess {
+	if rec.Outcome != fencing.OutcomeSuccess {
 		t.Fatalf("outcome %s (%s)", rec.Outcome, summary(rec))
 	}
 }
@@ -346,18 +347,18 @@ func TestUnknownVersusFailed(t *testing.T) {
 func TestAcknowledgedButReadsOn(t *testing.T) {
 	l := newLab(t)
 	rec := fence(t, l.engine(), Request{Topology: Topology{{Devices: []Target{l.add("bmc", "n2", &fakeDevice{ackStaysOn: true})}}}})
-	if rec.Outcome != OutcomeFailed {
+	if rec.Outcome != fencing.OutcomeFailed {
 		t.Fatalf("outcome %s, want failed (%s)", rec.Outcome, summary(rec))
 	}
 	a := rec.Attempts[0]
-	if a.Result != ResultFailed || a.ReadBack != "on" || !strings.Contains(a.Error, "acknowledged off but reads back on") {
+	if a.Result != fencing.ResultFailed || a.ReadBack != "on" || !strings.Contains(a.Error, "acknowledged off but reads back on") {
 		t.Fatalf("attempt %+v", a)
 	}
 
 	// A read-back that does not answer is unknown, not success.
 	l2 := newLab(t)
 	rec = fence(t, l2.engine(), Request{Topology: Topology{{Devices: []Target{l2.add("bmc", "n2", &fakeDevice{statusErr: errors.New("reset by peer")})}}}})
-	if rec.Outcome != OutcomeUnknown || rec.Attempts[0].ReadBack != "unknown" {
+	if rec.Outcome != fencing.OutcomeUnknown || rec.Attempts[0].ReadBack != "unknown" {
 		t.Fatalf("outcome %s (%s)", rec.Outcome, summary(rec))
 	}
 }
@@ -367,11 +368,11 @@ func TestTimeoutIsUnknown(t *testing.T) {
 	tg := l.add("bmc", "n2", &fakeDevice{block: true})
 	tg.Timeout = 50 * time.Millisecond
 	rec := fence(t, l.engine(), Request{Topology: Topology{{Devices: []Target{tg}}}})
-	if rec.Outcome != OutcomeUnknown {
+	if rec.Outcome != fencing.OutcomeUnknown {
 		t.Fatalf("outcome %s, want unknown (%s)", rec.Outcome, summary(rec))
 	}
 	a := rec.Attempts[0]
-	if a.Result != ResultUnknown || !strings.Contains(a.Error, "timeout 50ms") || a.Duration < 50*time.Millisecond {
+	if a.Result != fencing.ResultUnknown || !strings.Contains(a.Error, "timeout 50ms") || a.Duration < 50*time.Millisecond {
 		t.Fatalf("attempt %+v", a)
 	}
 }
@@ -379,7 +380,7 @@ func TestTimeoutIsUnknown(t *testing.T) {
 func TestStderrRecorded(t *testing.T) {
 	l := newLab(t)
 	rec := fence(t, l.engine(), Request{Topology: Topology{{Devices: []Target{l.add("plugin", "n2", &fakeDevice{offFails: 1, stderr: "x"})}}}})
-	if rec.Outcome != OutcomeFailed || rec.Attempts[0].Stderr != "plugin said: no route" {
+	if rec.Outcome != fencing.OutcomeFailed || rec.Attempts[0].Stderr != "plugin said: no route" {
 		t.Fatalf("outcome %s, attempt %+v", rec.Outcome, rec.Attempts[0])
 	}
 }
@@ -388,20 +389,20 @@ func TestBadRequests(t *testing.T) {
 	l := newLab(t)
 	e := l.engine()
 	for name, req := range map[string]Request{
-		"no topology":   {Target: "n2", Action: ActionOff},
+		"no topology":   {Target: "n2", Action: fencing.ActionOff},
 		"bad action":    {Target: "n2", Action: "cycle", Topology: Topology{{Devices: []Target{l.add("a", "1", nil)}}}},
-		"empty level":   {Target: "n2", Action: ActionOff, Topology: Topology{{}}},
-		"unknown agent": {Target: "n2", Action: ActionOff, Topology: Topology{{Devices: []Target{{Device: "x", Agent: "nope"}}}}},
-		"agent refuses params": {Target: "n2", Action: ActionOff, Topology: Topology{{Devices: []Target{
+		"empty level":   {Target: "n2", Action: fencing.ActionOff, Topology: Topology{{}}},
+		"unknown agent": {Target: "n2", Action: fencing.ActionOff, Topology: Topology{{Devices: []Target{{Device: "x", Agent: "nope"}}}}},
+		"agent refuses params": {Target: "n2", Action: fencing.ActionOff, Topology: Topology{{Devices: []Target{
 			{Device: "x", Agent: "fake", Params: agents.Params{"dev": "missing"}}}}}},
 	} {
 		rec := e.Fence(context.Background(), req)
-		if rec.Outcome != OutcomeFailed || rec.Error == "" {
+		if rec.Outcome != fencing.OutcomeFailed || rec.Error == "" {
 			t.Errorf("%s: outcome %s error %q", name, rec.Outcome, rec.Error)
 		}
 	}
-	rec := e.Fence(context.Background(), Request{Target: "n2", Action: ActionOff, Topology: Topology{{Devices: []Target{{Device: "x", Agent: "nope"}}}}})
-	if !strings.Contains(rec.Error, `unknown agent "nope"`) || len(rec.Attempts) != 1 || rec.Attempts[0].Result != ResultFailed {
+	rec := e.Fence(context.Background(), Request{Target: "n2", Action: fencing.ActionOff, Topology: Topology{{Devices: []Target{{Device: "x", Agent: "nope"}}}}})
+	if !strings.Contains(rec.Error, `unknown agent "nope"`) || len(rec.Attempts) != 1 || rec.Attempts[0].Result != fencing.ResultFailed {
 		t.Fatalf("unknown agent: %+v", rec)
 	}
 }
@@ -414,7 +415,7 @@ func TestLevelDevicesInParallel(t *testing.T) {
 		return &fakeDevice{delay: 100 * time.Millisecond, inflight: &inflight, maxInflight: &maxInflight}
 	}
 	rec := fence(t, l.engine(), Request{Topology: Topology{{Devices: []Target{l.add("pduA", "1", mk()), l.add("pduB", "1", mk()), l.add("pduC", "1", mk())}}}})
-	if rec.Outcome != OutcomeSuccess {
+	if rec.Outcome != fencing.OutcomeSuccess {
 		t.Fatalf("outcome %s (%s)", rec.Outcome, summary(rec))
 	}
 	if maxInflight.Load() != 3 {
@@ -435,16 +436,16 @@ func TestOneOperationPerTarget(t *testing.T) {
 	topo3 := Topology{{Devices: []Target{l.add("bmc", "node3", d3)}}}
 
 	var wg sync.WaitGroup
-	recs := make([]Record, 4)
+	recs := make([]fencing.Record, 4)
 	start := make(chan struct{})
 	for i := range recs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			<-start
-			req := Request{Target: "node2", Action: ActionReboot, Topology: topo2, ID: uint64(i)}
+			req := Request{Target: "node2", Action: fencing.ActionReboot, Topology: topo2, ID: uint64(i)}
 			if i == 3 {
-				req = Request{Target: "node3", Action: ActionReboot, Topology: topo3, ID: uint64(i)}
+				req = Request{Target: "node3", Action: fencing.ActionReboot, Topology: topo3, ID: uint64(i)}
 			}
 			recs[i] = e.Fence(context.Background(), req)
 		}()
@@ -452,7 +453,7 @@ func TestOneOperationPerTarget(t *testing.T) {
 	close(start)
 	wg.Wait()
 	for i, r := range recs {
-		if r.Outcome != OutcomeSuccess || r.ID != uint64(i) {
+		if r.Outcome != fencing.OutcomeSuccess || r.ID != uint64(i) {
 			t.Fatalf("record %d: %s (%s) %s", i, r.Outcome, r.Error, summary(r))
 		}
 	}
@@ -487,20 +488,20 @@ func TestOneOperationPerTarget(t *testing.T) {
 
 	// A waiter whose context ends gives up without touching the device.
 	l.dev("bmc", "node2").delay = 300 * time.Millisecond
-	done := make(chan Record)
+	done := make(chan fencing.Record)
 	go func() {
-		done <- e.Fence(context.Background(), Request{Target: "node2", Action: ActionOff, Topology: topo2})
+		done <- e.Fence(context.Background(), Request{Target: "node2", Action: fencing.ActionOff, Topology: topo2})
 	}()
 	for n2.Load() == 0 { // the first operation is inside the device
 		time.Sleep(time.Millisecond)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
-	r := e.Fence(ctx, Request{Target: "node2", Action: ActionOff, Topology: topo2})
-	if r.Outcome != OutcomeFailed || len(r.Attempts) != 0 || !strings.Contains(r.Error, "waiting for the running operation") {
+	r := e.Fence(ctx, Request{Target: "node2", Action: fencing.ActionOff, Topology: topo2})
+	if r.Outcome != fencing.OutcomeFailed || len(r.Attempts) != 0 || !strings.Contains(r.Error, "waiting for the running operation") {
 		t.Fatalf("waiter: %s %q %s", r.Outcome, r.Error, summary(r))
 	}
-	if first := <-done; first.Outcome != OutcomeSuccess {
+	if first := <-done; first.Outcome != fencing.OutcomeSuccess {
 		t.Fatalf("first: %s", first.Outcome)
 	}
 }
@@ -513,8 +514,8 @@ func TestReboot(t *testing.T) {
 		{Devices: []Target{l.add("bmc", "n2", &fakeDevice{offFails: 99})}},
 		{Devices: []Target{l.add("pduA", "1", nil), l.add("pduB", "1", nil)}},
 	}
-	rec := fence(t, l.engine(), Request{Action: ActionReboot, Topology: topo})
-	if rec.Outcome != OutcomeSuccess || rec.Kind != KindFence || rec.Error != "" {
+	rec := fence(t, l.engine(), Request{Action: fencing.ActionReboot, Topology: topo})
+	if rec.Outcome != fencing.OutcomeSuccess || rec.Kind != fencing.KindFence || rec.Error != "" {
 		t.Fatalf("outcome %s (%s)", rec.Outcome, rec.Error)
 	}
 	got := summary(rec)
@@ -526,7 +527,7 @@ func TestReboot(t *testing.T) {
 	// Every off precedes every on.
 	seenOn := false
 	for _, a := range rec.Attempts {
-		if a.Action == ActionOn {
+		if a.Action == fencing.ActionOn {
 			seenOn = true
 		} else if seenOn {
 			t.Fatalf("off after on: %q", got)
@@ -542,8 +543,8 @@ func TestUnfence(t *testing.T) {
 	bmc := l.add("bmc", "n2", &fakeDevice{state: agents.StateOff})
 	san := l.add("san", "wwpn", &fakeDevice{state: agents.StateOff})
 	topo := Topology{{Devices: []Target{bmc}}, {Devices: []Target{san}}}
-	rec := fence(t, l.engine(), Request{Action: ActionOn, Topology: topo})
-	if rec.Outcome != OutcomeSuccess || rec.Kind != KindUnfence {
+	rec := fence(t, l.engine(), Request{Action: fencing.ActionOn, Topology: topo})
+	if rec.Outcome != fencing.OutcomeSuccess || rec.Kind != fencing.KindUnfence {
 		t.Fatalf("outcome %s kind %s (%s)", rec.Outcome, rec.Kind, rec.Error)
 	}
 	// The outer level (fabric) is restored before the BMC powers the node.
@@ -552,12 +553,12 @@ func TestUnfence(t *testing.T) {
 	}
 	// Restricted to the level that fenced.
 	l.dev("san", "wwpn").state = agents.StateOff
-	rec = fence(t, l.engine(), Request{Action: ActionOn, Topology: topo, Levels: []int{2}})
-	if got, want := summary(rec), "2/san/on/1=success(on)"; rec.Outcome != OutcomeSuccess || got != want {
+	rec = fence(t, l.engine(), Request{Action: fencing.ActionOn, Topology: topo, Levels: []int{2}})
+	if got, want := summary(rec), "2/san/on/1=success(on)"; rec.Outcome != fencing.OutcomeSuccess || got != want {
 		t.Fatalf("attempts %q, want %q", got, want)
 	}
-	rec = fence(t, l.engine(), Request{Action: ActionOn, Topology: topo, Levels: []int{3}})
-	if rec.Outcome != OutcomeFailed || !strings.Contains(rec.Error, "level 3: no such level") {
+	rec = fence(t, l.engine(), Request{Action: fencing.ActionOn, Topology: topo, Levels: []int{3}})
+	if rec.Outcome != fencing.OutcomeFailed || !strings.Contains(rec.Error, "level 3: no such level") {
 		t.Fatalf("bad level: %s %q", rec.Outcome, rec.Error)
 	}
 }
@@ -592,19 +593,19 @@ func TestStorageLevelsAndPowerOnly(t *testing.T) {
 		{Devices: []Target{l.add("bmc", "node2", nil)}},
 	}
 	rec := fence(t, l.engine(), Request{Topology: topo, TargetBoot: "b-1"})
-	if rec.Outcome != OutcomeSuccess || rec.Scope != ScopeStorage || rec.TargetBoot != "b-1" || summary(rec) != "1/scsi/off/1=success(off)" {
+	if rec.Outcome != fencing.OutcomeSuccess || rec.Scope != fencing.ScopeStorage || rec.TargetBoot != "b-1" || summary(rec) != "1/scsi/off/1=success(off)" {
 		t.Fatalf("storage level: %+v", rec)
 	}
 	l.dev("scsi", "node2").state = agents.StateOn
 	rec = fence(t, l.engine(), Request{Topology: topo, PowerOnly: true})
-	if rec.Outcome != OutcomeSuccess || rec.Scope != "" || summary(rec) != "2/bmc/off/1=success(off)" {
+	if rec.Outcome != fencing.OutcomeSuccess || rec.Scope != "" || summary(rec) != "2/bmc/off/1=success(off)" {
 		t.Fatalf("power only: %+v", rec)
 	}
 	if l.dev("scsi", "node2").offs != 1 {
 		t.Fatal("a power-only fence tried the storage level")
 	}
 	rec = fence(t, l.engine(), Request{Topology: topo[:1], PowerOnly: true})
-	if rec.Outcome != OutcomeFailed || !strings.Contains(rec.Error, "cuts only the storage") {
+	if rec.Outcome != fencing.OutcomeFailed || !strings.Contains(rec.Error, "cuts only the storage") {
 		t.Fatalf("power only without a power level: %+v", rec)
 	}
 }

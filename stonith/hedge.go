@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/fenced/fenced/stonith/fencing"
 )
 
 // How long a kept device of a running level may stay silent before the
@@ -52,7 +54,7 @@ func (o *operation) offHedged(ctx context.Context) (outcome string, level int, m
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			res := o.levelWatched(lctx, n, ActionOff, hooks)
+			res := o.levelWatched(lctx, n, fencing.ActionOff, hooks)
 			close(end)
 			results <- levelDone{n, res}
 		}()
@@ -101,7 +103,7 @@ func (o *operation) offHedged(ctx context.Context) (outcome string, level int, m
 		}
 	}
 	if won != 0 {
-		return OutcomeSuccess, won, ""
+		return fencing.OutcomeSuccess, won, ""
 	}
 	var out []string
 	for n := 1; n <= len(topo); n++ {
@@ -113,9 +115,9 @@ func (o *operation) offHedged(ctx context.Context) (outcome string, level int, m
 		}
 	}
 	if unknown {
-		return OutcomeUnknown, 0, strings.Join(out, "; ")
+		return fencing.OutcomeUnknown, 0, strings.Join(out, "; ")
 	}
-	return OutcomeFailed, 0, strings.Join(out, "; ")
+	return fencing.OutcomeFailed, 0, strings.Join(out, "; ")
 }
 
 // watch sends n on hedge when level n is not answering: a device whose

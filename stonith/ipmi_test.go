@@ -11,6 +11,7 @@ import (
 	"github.com/fenced/fenced/agents"
 	"github.com/fenced/fenced/agents/ipmi"
 	"github.com/fenced/fenced/agents/ipmi/ipmisim"
+	"github.com/fenced/fenced/stonith/fencing"
 )
 
 // The engine through the real ipmi agent against real in-process BMCs
@@ -68,9 +69,9 @@ func TestIPMITopology(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	start := time.Now()
-	rec := e.Fence(ctx, Request{Target: "node2", Action: ActionOff, Topology: topo, ID: 1, Epoch: 2})
+	rec := e.Fence(ctx, Request{Target: "node2", Action: fencing.ActionOff, Topology: topo, ID: 1, Epoch: 2})
 	t.Logf("fence took %v: %s", time.Since(start), summary(rec))
-	if rec.Outcome != OutcomeSuccess {
+	if rec.Outcome != fencing.OutcomeSuccess {
 		t.Fatalf("outcome %s (%s)", rec.Outcome, rec.Error)
 	}
 	if a.PoweredOn() || b.PoweredOn() {
@@ -83,7 +84,7 @@ func TestIPMITopology(t *testing.T) {
 		}
 	}
 	dead := rec.Attempts[0]
-	if dead.Level != 1 || dead.Device != "dead-bmc" || dead.Result == ResultSuccess || dead.Error == "" {
+	if dead.Level != 1 || dead.Device != "dead-bmc" || dead.Result == fencing.ResultSuccess || dead.Error == "" {
 		t.Fatalf("dead BMC attempt %+v", dead)
 	}
 	if b.PowerCommands() != 1 || a.PowerCommands() != 1 {
@@ -91,8 +92,8 @@ func TestIPMITopology(t *testing.T) {
 	}
 
 	// Unfence through level 2 brings both feeds back, confirmed.
-	rec = e.Fence(ctx, Request{Target: "node2", Action: ActionOn, Topology: topo, Levels: []int{2}})
-	if rec.Outcome != OutcomeSuccess || !a.PoweredOn() || !b.PoweredOn() {
+	rec = e.Fence(ctx, Request{Target: "node2", Action: fencing.ActionOn, Topology: topo, Levels: []int{2}})
+	if rec.Outcome != fencing.OutcomeSuccess || !a.PoweredOn() || !b.PoweredOn() {
 		t.Fatalf("unfence %s (%s): a=%v b=%v", rec.Outcome, rec.Error, a.PoweredOn(), b.PoweredOn())
 	}
 }
@@ -110,9 +111,9 @@ func TestIPMIStaysOnPastDeviceTimeout(t *testing.T) {
 	tg.Timeout = 1500 * time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rec := e.Fence(ctx, Request{Target: "node2", Action: ActionOff, Topology: Topology{{Devices: []Target{tg}}}})
+	rec := e.Fence(ctx, Request{Target: "node2", Action: fencing.ActionOff, Topology: Topology{{Devices: []Target{tg}}}})
 	t.Logf("%s: %s: %s", rec.Outcome, summary(rec), rec.Error)
-	if rec.Outcome != OutcomeFailed || rec.Attempts[0].Result != ResultFailed || rec.Attempts[0].ReadBack != "on" ||
+	if rec.Outcome != fencing.OutcomeFailed || rec.Attempts[0].Result != fencing.ResultFailed || rec.Attempts[0].ReadBack != "on" ||
 		!strings.Contains(rec.Error, "still read back on") {
 		t.Fatalf("outcome %s (%s): %s", rec.Outcome, summary(rec), rec.Error)
 	}
@@ -129,9 +130,9 @@ func TestIPMIOneOfTwoFails(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	rec := e.Fence(ctx, Request{Target: "node2", Action: ActionOff, Topology: Topology{level2}})
+	rec := e.Fence(ctx, Request{Target: "node2", Action: fencing.ActionOff, Topology: Topology{level2}})
 	t.Logf("%s: %s", rec.Outcome, summary(rec))
-	if rec.Outcome != OutcomeFailed {
+	if rec.Outcome != fencing.OutcomeFailed {
 		t.Fatalf("outcome %s, want failed (%s)", rec.Outcome, rec.Error)
 	}
 	if !strings.Contains(summary(rec), "1/psu-b/off/1=failed(on)") || !strings.Contains(rec.Error, "psu-b") || strings.Contains(rec.Error, "psu-a") {
@@ -145,12 +146,12 @@ func TestIPMIOneOfTwoFails(t *testing.T) {
 	// have acted for all we know.
 	a.SetPower(true)
 	topo := Topology{{Devices: []Target{ipmiTarget("dead-bmc", "127.0.0.1", deadPort(t))}}, level2}
-	rec = e.Fence(ctx, Request{Target: "node2", Action: ActionOff, Topology: topo})
+	rec = e.Fence(ctx, Request{Target: "node2", Action: fencing.ActionOff, Topology: topo})
 	t.Logf("%s: %s", rec.Outcome, summary(rec))
 	// A closed port gets no IPMI answer: the agent cannot tell what
 	// happened, so the attempt and (with no level succeeding) the record
 	// are unknown rather than failed.
-	if rec.Outcome != OutcomeUnknown || rec.Attempts[0].Result != ResultUnknown {
+	if rec.Outcome != fencing.OutcomeUnknown || rec.Attempts[0].Result != fencing.ResultUnknown {
 		t.Fatalf("outcome %s (%s)", rec.Outcome, summary(rec))
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/fenced/fenced/agents/ipmi/ipmisim"
 	"github.com/fenced/fenced/agents/redfish"
 	"github.com/fenced/fenced/agents/redfish/redfishsim"
+	"github.com/fenced/fenced/stonith/fencing"
 )
 
 // keyChecker is a slog handler that fails on a record carrying the same
@@ -72,14 +73,14 @@ func TestLogKeysUnique(t *testing.T) {
 	topo := Topology{
 		{Devices: []Target{ipmiTarget("node2-bmc", b.Host(), b.Port())}},
 	}
-	rec := e.Fence(context.Background(), Request{Target: "node2", Action: ActionOff, Topology: topo, Epoch: 1})
-	if rec.Outcome != OutcomeSuccess {
+	rec := e.Fence(context.Background(), Request{Target: "node2", Action: fencing.ActionOff, Topology: topo, Epoch: 1})
+	if rec.Outcome != fencing.OutcomeSuccess {
 		t.Fatalf("ipmi fence: %s %s", rec.Outcome, rec.Error)
 	}
 	rf := Target{Device: "node3-redfish", Agent: "redfish", Timeout: 10 * time.Second,
 		Params: agents.Params{"ip": host, "ipport": port, "username": "root", "password": "pw", "plain_http": "1", "power_timeout": "5"}}
-	rec = e.Fence(context.Background(), Request{Target: "node3", Action: ActionOff, Topology: Topology{{Devices: []Target{rf}}}, Epoch: 1})
-	if rec.Outcome != OutcomeSuccess {
+	rec = e.Fence(context.Background(), Request{Target: "node3", Action: fencing.ActionOff, Topology: Topology{{Devices: []Target{rf}}}, Epoch: 1})
+	if rec.Outcome != fencing.OutcomeSuccess {
 		t.Fatalf("redfish fence: %s %s", rec.Outcome, rec.Error)
 	}
 	if lines < 4 {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fenced/fenced/agents"
+	"github.com/fenced/fenced/stonith/fencing"
 )
 
 // cmdDevice is a scripted BMC whose agent is a Commander, Keeper,
@@ -149,7 +150,7 @@ func TestCommandThenReadBack(t *testing.T) {
 	l := newCmdLab()
 	d := &cmdDevice{offAfter: 250 * time.Millisecond}
 	rec := fence(t, l.engine(), Request{Topology: Topology{{Devices: []Target{l.add("bmc", d)}}}})
-	if rec.Outcome != OutcomeSuccess || summary(rec) != "1/bmc/off/1=success(off)" {
+	if rec.Outcome != fencing.OutcomeSuccess || summary(rec) != "1/bmc/off/1=success(off)" {
 		t.Fatalf("%s: %s (%s)", rec.Outcome, summary(rec), rec.Error)
 	}
 	if d.commands.Load() != 1 || d.statuses.Load() < 2 {
@@ -173,10 +174,10 @@ func TestCommandOutcomes(t *testing.T) {
 		outcome string
 		errHas  string
 	}{
-		{"refused, already off", func() *cmdDevice { return &cmdDevice{refuse: true} }, false, OutcomeSuccess, ""},
-		{"refused, on", func() *cmdDevice { return &cmdDevice{refuse: true} }, true, OutcomeFailed, "0xd5"},
-		{"accepted, stays on", func() *cmdDevice { return &cmdDevice{ignore: true} }, true, OutcomeFailed, "still reads back on"},
-		{"silent", func() *cmdDevice { return &cmdDevice{silent: true} }, true, OutcomeUnknown, "no reply"},
+		{"refused, already off", func() *cmdDevice { return &cmdDevice{refuse: true} }, false, fencing.OutcomeSuccess, ""},
+		{"refused, on", func() *cmdDevice { return &cmdDevice{refuse: true} }, true, fencing.OutcomeFailed, "0xd5"},
+		{"accepted, stays on", func() *cmdDevice { return &cmdDevice{ignore: true} }, true, fencing.OutcomeFailed, "still reads back on"},
+		{"silent", func() *cmdDevice { return &cmdDevice{silent: true} }, true, fencing.OutcomeUnknown, "no reply"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := newCmdLab()
@@ -209,7 +210,7 @@ func TestKeptAgentIsLent(t *testing.T) {
 		d.mu.Lock()
 		d.on = true
 		d.mu.Unlock()
-		if rec := fence(t, e, Request{Topology: Topology{{Devices: []Target{tg}}}}); rec.Outcome != OutcomeSuccess {
+		if rec := fence(t, e, Request{Topology: Topology{{Devices: []Target{tg}}}}); rec.Outcome != fencing.OutcomeSuccess {
 			t.Fatalf("fence %d: %s", i, rec.Error)
 		}
 	}
@@ -259,10 +260,10 @@ func TestLevelsInParallel(t *testing.T) {
 		start := time.Now()
 		rec := fence(t, e, Request{Topology: topo})
 		took := time.Since(start)
-		if rec.Outcome != OutcomeSuccess || d2.commands.Load() != 1 {
+		if rec.Outcome != fencing.OutcomeSuccess || d2.commands.Load() != 1 {
 			t.Fatalf("%s (%s) %s", rec.Outcome, rec.Error, summary(rec))
 		}
-		var l1, l2 *Attempt
+		var l1, l2 *fencing.Attempt
 		for i := range rec.Attempts {
 			switch rec.Attempts[i].Level {
 			case 1:
@@ -271,7 +272,7 @@ func TestLevelsInParallel(t *testing.T) {
 				l2 = &rec.Attempts[i]
 			}
 		}
-		if l1 == nil || l2 == nil || l1.Result == ResultSuccess || !strings.Contains(l1.Error, "level 2 confirmed the fence") {
+		if l1 == nil || l2 == nil || l1.Result == fencing.ResultSuccess || !strings.Contains(l1.Error, "level 2 confirmed the fence") {
 			t.Fatalf("attempts %s; level 1: %+v", summary(rec), l1)
 		}
 		// Started after the wait (3 × 100ms, at least hedgeMin), long
@@ -283,14 +284,14 @@ func TestLevelsInParallel(t *testing.T) {
 	t.Run("slow but answering", func(t *testing.T) {
 		e, topo, d2 := setup(&cmdDevice{latency: 200 * time.Millisecond, offAfter: 600 * time.Millisecond}, true)
 		rec := fence(t, e, Request{Topology: topo})
-		if rec.Outcome != OutcomeSuccess || d2.commands.Load() != 0 || summary(rec) != "1/bmc/off/1=success(off)" {
+		if rec.Outcome != fencing.OutcomeSuccess || d2.commands.Load() != 0 || summary(rec) != "1/bmc/off/1=success(off)" {
 			t.Fatalf("%s %s: level 2 ran for a device that answered", rec.Outcome, summary(rec))
 		}
 	})
 	t.Run("no hedge", func(t *testing.T) {
 		e, topo, _ := setup(&cmdDevice{silent: true}, false)
 		rec := fence(t, e, Request{Topology: topo})
-		if rec.Outcome != OutcomeSuccess || rec.Attempts[len(rec.Attempts)-1].Start < 3*time.Second {
+		if rec.Outcome != fencing.OutcomeSuccess || rec.Attempts[len(rec.Attempts)-1].Start < 3*time.Second {
 			t.Fatalf("%s %s: level 2 before level 1's timeout", rec.Outcome, summary(rec))
 		}
 	})
@@ -306,13 +307,13 @@ func TestLevelsInParallel(t *testing.T) {
 		k.Check(ctx, true)
 		cancel()
 		rec := fence(t, e, Request{Topology: Topology{{Devices: []Target{t1}}, {Devices: []Target{t2}}}})
-		var l2 *Attempt
+		var l2 *fencing.Attempt
 		for i := range rec.Attempts {
 			if rec.Attempts[i].Level == 2 {
 				l2 = &rec.Attempts[i]
 			}
 		}
-		if rec.Outcome != OutcomeSuccess || l2 == nil || l2.Result != ResultSuccess || l2.Start > 100*time.Millisecond {
+		if rec.Outcome != fencing.OutcomeSuccess || l2 == nil || l2.Result != fencing.ResultSuccess || l2.Start > 100*time.Millisecond {
 			t.Fatalf("%s %s: level 2 %+v", rec.Outcome, summary(rec), l2)
 		}
 	})
@@ -321,8 +322,8 @@ func TestLevelsInParallel(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		start := time.Now()
-		rec := e.Fence(ctx, Request{Target: "node2", Action: ActionReboot, Topology: topo})
-		if rec.Outcome != OutcomeSuccess || time.Since(start) < 3*time.Second || d2.commands.Load() != 2 {
+		rec := e.Fence(ctx, Request{Target: "node2", Action: fencing.ActionReboot, Topology: topo})
+		if rec.Outcome != fencing.OutcomeSuccess || time.Since(start) < 3*time.Second || d2.commands.Load() != 2 {
 			t.Fatalf("%s %s after %v", rec.Outcome, summary(rec), time.Since(start))
 		}
 	})

@@ -11,6 +11,7 @@ import (
 	"github.com/fenced/fenced/agents"
 	fexec "github.com/fenced/fenced/agents/exec"
 	"github.com/fenced/fenced/stonith"
+	"github.com/fenced/fenced/stonith/fencing"
 )
 
 // The fence history gets the plugin's stderr, scrubbed of secrets.
@@ -31,8 +32,8 @@ func TestEngineRecordsScrubbedStderr(t *testing.T) {
 	}}}}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rec := eng.Fence(ctx, stonith.Request{Target: "n1", Topology: topo, Action: stonith.ActionOff, ID: 1, Epoch: 1})
-	if rec.Outcome == stonith.OutcomeSuccess || len(rec.Attempts) == 0 {
+	rec := eng.Fence(ctx, stonith.Request{Target: "n1", Topology: topo, Action: fencing.ActionOff, ID: 1, Epoch: 1})
+	if rec.Outcome == fencing.OutcomeSuccess || len(rec.Attempts) == 0 {
 		t.Fatalf("fence with a wrong password: %+v", rec)
 	}
 	at := rec.Attempts[0]
@@ -48,8 +49,8 @@ func TestEngineRecordsScrubbedStderr(t *testing.T) {
 	if err := os.WriteFile(pw, []byte("letmein\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	rec = eng.Fence(ctx, stonith.Request{Target: "n1", Topology: topo, Action: stonith.ActionOff, ID: 2, Epoch: 1})
-	if rec.Outcome != stonith.OutcomeSuccess {
+	rec = eng.Fence(ctx, stonith.Request{Target: "n1", Topology: topo, Action: fencing.ActionOff, ID: 2, Epoch: 1})
+	if rec.Outcome != fencing.OutcomeSuccess {
 		t.Fatalf("fence: %s %s", rec.Outcome, rec.Error)
 	}
 	if at := rec.Attempts[len(rec.Attempts)-1]; !strings.Contains(at.Stderr, "switching plug 1 off with password *****") {

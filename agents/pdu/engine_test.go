@@ -11,6 +11,7 @@ import (
 	"github.com/fenced/fenced/agents/pdu"
 	"github.com/fenced/fenced/agents/pdu/pdutest"
 	"github.com/fenced/fenced/stonith"
+	"github.com/fenced/fenced/stonith/fencing"
 )
 
 // A dual-PSU node fenced by the engine through one pdu device per PDU in
@@ -31,8 +32,8 @@ func TestEngineDualPDULevel(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
-	rec := eng.Fence(ctx, stonith.Request{Target: "node1", Topology: topo, Action: stonith.ActionOff, ID: 1, Epoch: 1})
-	if rec.Outcome != stonith.OutcomeSuccess {
+	rec := eng.Fence(ctx, stonith.Request{Target: "node1", Topology: topo, Action: fencing.ActionOff, ID: 1, Epoch: 1})
+	if rec.Outcome != fencing.OutcomeSuccess {
 		t.Fatalf("fence with both PDUs up: %s: %s", rec.Outcome, rec.Error)
 	}
 	for _, at := range rec.Attempts {
@@ -40,14 +41,14 @@ func TestEngineDualPDULevel(t *testing.T) {
 			t.Fatalf("attempt %+v", at)
 		}
 	}
-	rec = eng.Fence(ctx, stonith.Request{Target: "node1", Topology: topo, Action: stonith.ActionOn, ID: 2, Epoch: 1})
-	if rec.Outcome != stonith.OutcomeSuccess {
+	rec = eng.Fence(ctx, stonith.Request{Target: "node1", Topology: topo, Action: fencing.ActionOn, ID: 2, Epoch: 1})
+	if rec.Outcome != fencing.OutcomeSuccess {
 		t.Fatalf("unfence: %s: %s", rec.Outcome, rec.Error)
 	}
 
 	b.Stop()
-	rec = eng.Fence(ctx, stonith.Request{Target: "node1", Topology: topo, Action: stonith.ActionOff, ID: 3, Epoch: 1})
-	if rec.Outcome == stonith.OutcomeSuccess {
+	rec = eng.Fence(ctx, stonith.Request{Target: "node1", Topology: topo, Action: fencing.ActionOff, ID: 3, Epoch: 1})
+	if rec.Outcome == fencing.OutcomeSuccess {
 		t.Fatal("fence succeeded with one PDU of the level down")
 	}
 	var failedB bool

@@ -11,6 +11,7 @@ import (
 	"github.com/fenced/fenced/agents"
 	"github.com/fenced/fenced/agents/redfish/redfishsim"
 	"github.com/fenced/fenced/stonith"
+	"github.com/fenced/fenced/stonith/fencing"
 )
 
 // BenchmarkOffReadBack measures one fencing off against the simulator over
@@ -126,11 +127,11 @@ func BenchmarkSlowRedfish(b *testing.B) {
 					b.StopTimer()
 					srv.SetPowerState("", "On")
 					b.StartTimer()
-					rec := e.Fence(context.Background(), stonith.Request{Target: "node", Action: stonith.ActionOff,
+					rec := e.Fence(context.Background(), stonith.Request{Target: "node", Action: fencing.ActionOff,
 						Topology: stonith.Topology{{Devices: []stonith.Target{t}}}})
 					at := rec.Attempts[len(rec.Attempts)-1]
 					total = append(total, at.Duration)
-					if rec.Outcome == stonith.OutcomeSuccess {
+					if rec.Outcome == fencing.OutcomeSuccess {
 						ok++
 					} else if failure == "" {
 						failure = rec.Error

@@ -17,6 +17,7 @@ import (
 	"github.com/fenced/fenced/agents"
 	"github.com/fenced/fenced/agents/redfish/redfishsim"
 	"github.com/fenced/fenced/stonith"
+	"github.com/fenced/fenced/stonith/fencing"
 )
 
 // attacker is a second host a hostile BMC's links point at. It records
@@ -219,10 +220,10 @@ func TestHostileSystemIDReadBackFromTheBMC(t *testing.T) {
 	reg.Register(Kind())
 	eng := stonith.NewEngine(reg, testLogger())
 	p := simParams(t, srv, nil)
-	rec := eng.Fence(ctxT(t), stonith.Request{Target: "node1", Action: stonith.ActionOff, ID: 1, Epoch: 1,
+	rec := eng.Fence(ctxT(t), stonith.Request{Target: "node1", Action: fencing.ActionOff, ID: 1, Epoch: 1,
 		Topology: stonith.Topology{{Devices: []stonith.Target{{Device: "bmc1", Agent: "redfish", Params: p, Timeout: 10 * time.Second}}}}})
 	at.wantNothing(t)
-	if rec.Outcome != stonith.OutcomeSuccess {
+	if rec.Outcome != fencing.OutcomeSuccess {
 		t.Fatalf("fence: %s: %s", rec.Outcome, rec.Error)
 	}
 	if p := srv.PowerState(""); p != "Off" {
@@ -245,17 +246,17 @@ func TestHostileLinkThroughEngine(t *testing.T) {
 	reg.Register(Kind())
 	eng := stonith.NewEngine(reg, testLogger())
 	eng.RetryDelay = 10 * time.Millisecond
-	rec := eng.Fence(ctxT(t), stonith.Request{Target: "node1", Action: stonith.ActionOff, ID: 1, Epoch: 1,
+	rec := eng.Fence(ctxT(t), stonith.Request{Target: "node1", Action: fencing.ActionOff, ID: 1, Epoch: 1,
 		Topology: stonith.Topology{{Devices: []stonith.Target{{Device: "bmc1", Agent: "redfish", Params: simParams(t, srv, nil), Timeout: 10 * time.Second, Retries: 1}}}}})
 	at.wantNothing(t)
-	if rec.Outcome != stonith.OutcomeFailed {
+	if rec.Outcome != fencing.OutcomeFailed {
 		t.Fatalf("fence: %s: %s", rec.Outcome, rec.Error)
 	}
 	if len(rec.Attempts) != 2 {
 		t.Fatalf("%d attempts, want 2", len(rec.Attempts))
 	}
 	for _, a := range rec.Attempts {
-		if a.Result != stonith.ResultFailed || !strings.Contains(a.Error, "Systems collection member") || !strings.Contains(a.Error, link) {
+		if a.Result != fencing.ResultFailed || !strings.Contains(a.Error, "Systems collection member") || !strings.Contains(a.Error, link) {
 			t.Fatalf("attempt %+v", a)
 		}
 	}

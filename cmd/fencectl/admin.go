@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fenced/fenced/daemon/api"
-	"github.com/fenced/fenced/stonith"
+	"github.com/fenced/fenced/stonith/fencing"
 )
 
 func init() {
@@ -32,11 +32,11 @@ Needs --yes. Exit status 0 only when the fence is confirmed.`,
 			if !yes {
 				return &exitError{code: exitNotConfirmed, err: fmt.Errorf("fencing %s powers it off: add --yes to proceed", args[0])}
 			}
-			action := stonith.ActionOff
+			action := fencing.ActionOff
 			if reboot {
-				action = stonith.ActionReboot
+				action = fencing.ActionReboot
 			}
-			var rec stonith.Record
+			var rec fencing.Record
 			if err := a.call(cmd.Context(), "POST", "/v1/fence", nil, api.AdminRequest{Node: args[0], Action: action, Reason: reason}, &rec); err != nil {
 				return err
 			}
@@ -67,7 +67,7 @@ recorded in the history with your reason. Needs --yes.`,
 			if !yes {
 				return &exitError{code: exitNotConfirmed, err: fmt.Errorf("confirming %s as down without a fence is dangerous: check it is really off, then add --yes", args[0])}
 			}
-			var rec stonith.Record
+			var rec fencing.Record
 			if err := a.call(cmd.Context(), "POST", "/v1/confirm", nil, api.AdminRequest{Node: args[0], Reason: reason}, &rec); err != nil {
 				return err
 			}
@@ -99,7 +99,7 @@ daemon's application may still write there — until it reboots or this command
 runs. Run it only once nothing of the group runs on NODE.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var rec stonith.Record
+			var rec fencing.Record
 			if err := a.call(cmd.Context(), "POST", "/v1/unfence", nil, api.AdminRequest{Node: args[0], Reason: reason}, &rec); err != nil {
 				return err
 			}
@@ -111,15 +111,15 @@ runs. Run it only once nothing of the group runs on NODE.`,
 	return cmd
 }
 
-func (a *app) printRecord(rec stonith.Record) error {
+func (a *app) printRecord(rec fencing.Record) error {
 	if a.output == "json" {
 		if err := a.printJSON(api.RecordReply{SchemaVersion: api.SchemaVersion, Record: rec}); err != nil {
 			return err
 		}
 	} else {
-		printRecords(a, []stonith.Record{rec}, true)
+		printRecords(a, []fencing.Record{rec}, true)
 	}
-	if rec.Outcome != stonith.OutcomeSuccess {
+	if rec.Outcome != fencing.OutcomeSuccess {
 		return &exitError{code: exitFailure, err: fmt.Errorf("%s %s: %s: %s", rec.Kind, rec.Target, rec.Outcome, rec.Error)}
 	}
 	return nil
@@ -155,7 +155,7 @@ func newHistoryCmd(a *app) *cobra.Command {
 	return cmd
 }
 
-func printRecords(a *app, recs []stonith.Record, verbose bool) {
+func printRecords(a *app, recs []fencing.Record, verbose bool) {
 	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tTIME\tKIND\tTARGET\tACTION\tOUTCOME\tEPOCH\tBY\tDURATION\tDETAIL")
 	for _, r := range recs {

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fenced/fenced/stonith"
+	"github.com/fenced/fenced/stonith/fencing"
 )
 
 // runAsChild, when set, makes the test binary run fencectl with the JSON
@@ -158,7 +158,7 @@ func TestPermissionDenied(t *testing.T) {
 func TestTableEscapesControlCharacters(t *testing.T) {
 	var out bytes.Buffer
 	a := &app{out: &out, errw: &out}
-	recs := []stonith.Record{{ID: 7, Kind: stonith.KindFence, Target: "node2\x1b[31m", Action: stonith.ActionOff, Outcome: stonith.OutcomeSuccess,
+	recs := []fencing.Record{{ID: 7, Kind: fencing.KindFence, Target: "node2\x1b[31m", Action: fencing.ActionOff, Outcome: fencing.OutcomeSuccess,
 		Reason: "disk\x1b[2J\x1b]0;owned\x07 full\r\n42\t2025-01-01\tfence\tnode9\u202e", RequestedBy: "root@node1", Started: time.Now(), Finished: time.Now()}}
 	printRecords(a, recs, false)
 	s := out.String()

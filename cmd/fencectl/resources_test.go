@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/fenced/fenced/daemon/config"
-	"github.com/fenced/fenced/daemon/devcluster"
+	"github.com/fenced/fenced/harness/devcluster"
 )
 
 // TestResourceList: `status` and `resource list` show the primary's group

@@ -18,9 +18,9 @@ import (
 
 	"github.com/fenced/fenced/daemon"
 	"github.com/fenced/fenced/daemon/config"
-	"github.com/fenced/fenced/daemon/devcluster"
+	"github.com/fenced/fenced/harness/devcluster"
 	"github.com/fenced/fenced/daemon/storage/tokenstore"
-	"github.com/fenced/fenced/stonith"
+	"github.com/fenced/fenced/stonith/fencing"
 )
 
 func init() {
@@ -116,13 +116,13 @@ func runDemo(ctx context.Context, out io.Writer, binDir string, keep bool) error
 		return err
 	}
 	tookOver := time.Now()
-	var fence *stonith.Record
+	var fence *fencing.Record
 	hist, err := historyOf(ctx, q, p.Name)
 	if err != nil {
 		return err
 	}
 	for i := range hist {
-		if hist[i].Kind == stonith.KindFence && hist[i].Outcome == stonith.OutcomeSuccess {
+		if hist[i].Kind == fencing.KindFence && hist[i].Outcome == fencing.OutcomeSuccess {
 			fence = &hist[i]
 		}
 	}
@@ -193,7 +193,7 @@ func onOff(on bool) string {
 	return "off"
 }
 
-func historyOf(ctx context.Context, n *devcluster.Node, node string) ([]stonith.Record, error) {
+func historyOf(ctx context.Context, n *devcluster.Node, node string) ([]fencing.Record, error) {
 	cl := n.Client()
 	defer cl.Close()
 	var h daemon.History

@@ -136,7 +136,9 @@ func TestAlertSMTPSample(t *testing.T) {
 	bin := filepath.Join(dir, "bin")
 	os.Mkdir(bin, 0o755)
 	mail := filepath.Join(dir, "mail")
-	os.WriteFile(filepath.Join(bin, "sendmail"), []byte("#!/bin/sh\n{ echo \"ARGS: $*\"; cat; echo; } >>"+mail+"\n"), 0o755)
+	// Each mail is appended whole, in one write, so that counting them
+	// finds each one complete.
+	os.WriteFile(filepath.Join(bin, "sendmail"), []byte("#!/bin/sh\nm=$({ echo \"ARGS: $*\"; cat; echo; })\nprintf '%s\\n\\n' \"$m\" >>"+mail+"\n"), 0o755)
 	m := New(Options{Self: "node1"}, []Agent{{Name: "mail", Path: sample(t, "alert_smtp.sh.sample"),
 		Params:     map[string]string{"PATH": bin + ":/usr/bin:/bin", "email_sender": "fenced@example.org"},
 		Recipients: []Recipient{{Value: "ops@example.org"}}}})

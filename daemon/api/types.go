@@ -3,7 +3,7 @@ package api
 import (
 	"time"
 
-	"github.com/fenced/fenced/stonith"
+	"github.com/fenced/fenced/stonith/fencing"
 )
 
 // SchemaVersion of every JSON document the API serves and fencectl
@@ -176,7 +176,7 @@ type NodeStatus struct {
 
 // Record is one entry of the replicated history: a fence, unfence,
 // confirmation or release, with every device action.
-type Record = stonith.Record
+type Record = fencing.Record
 
 // History is GET /v1/history.
 type History struct {

@@ -34,6 +34,7 @@ import (
 	"github.com/fenced/fenced/daemon/tenure"
 	"github.com/fenced/fenced/quorum"
 	"github.com/fenced/fenced/stonith"
+	"github.com/fenced/fenced/stonith/fencing"
 )
 
 // Log is the replicated log and its state machine, as this node has
@@ -47,7 +48,7 @@ type Log interface {
 	// View is the replicated state the tenure reads.
 	View() quorum.View
 	// History is the fence history, oldest first.
-	History() []stonith.Record
+	History() []fencing.Record
 	// SinceContact is how long ago this node last heard from leader (ok
 	// false: it has no record of it).
 	SinceContact(leader string) (time.Duration, bool)
@@ -92,7 +93,7 @@ type Clock interface {
 type Effects interface {
 	// Fence runs req through the fencing engine (power off or on, read
 	// back); done gets the record of what happened. It commits nothing.
-	Fence(s *Scope, req stonith.Request, done func(stonith.Record))
+	Fence(s *Scope, req stonith.Request, done func(fencing.Record))
 	// Start starts the storage (the resource group) with epoch as its
 	// token; previous is the former holder.
 	Start(s *Scope, epoch uint64, previous string, done func(err error))
@@ -120,7 +121,7 @@ type Effects interface {
 	// Unfence runs "on" through the devices this node unfences itself at
 	// start (UnfencePlan); ok reports it was confirmed. A record with no
 	// Kind means nothing ran.
-	Unfence(s *Scope, done func(rec stonith.Record, ok bool))
+	Unfence(s *Scope, done func(rec fencing.Record, ok bool))
 }
 
 // Observer is told what the driver did, for status, alerts and metrics.
@@ -131,7 +132,7 @@ type Observer interface {
 	Stepped(before tenure.Phase, ev tenure.Event, acts []tenure.Action, m *tenure.Machine)
 	// FenceStarted and FenceDone bracket every fence this node runs.
 	FenceStarted(req stonith.Request)
-	FenceDone(rec stonith.Record)
+	FenceDone(rec fencing.Record)
 	// Ineligible records (reason != "") or clears why this node may not
 	// take primacy, for one of the driver's sources (SourceProbe,
 	// SourceUnfence); Env.Ineligible reports them back.
@@ -437,9 +438,9 @@ func (d *Driver) act(a tenure.Action) {
 				return
 			}
 			n := a.Targets[i]
-			d.Fence(s, stonith.Request{Target: n, Action: stonith.ActionOff, Reason: a.Reason,
-				RequestedBy: self + " (takeover)", Epoch: a.Epoch}, func(rec stonith.Record) {
-				if rec.Outcome != stonith.OutcomeSuccess {
+			d.Fence(s, stonith.Request{Target: n, Action: fencing.ActionOff, Reason: a.Reason,
+				RequestedBy: self + " (takeover)", Epoch: a.Epoch}, func(rec fencing.Record) {
+				if rec.Outcome != fencing.OutcomeSuccess {
 					failed[n] = fmt.Sprintf("fence %s: %s: %s", n, rec.Outcome, rec.Error)
 				}
 				next(i + 1)
@@ -539,13 +540,13 @@ func (d *Driver) recordExpiry(a tenure.Expire, done func(error)) {
 			return
 		}
 		n := targets[i]
-		kind, reason := stonith.KindExpiry, "taken over by lease expiry (storage checks tokens)"
+		kind, reason := fencing.KindExpiry, "taken over by lease expiry (storage checks tokens)"
 		if a.Targets[n] == tenure.ExpiryWatchdog {
-			kind, reason = stonith.KindWatchdog, "confirmed by watchdog timeout"
+			kind, reason = fencing.KindWatchdog, "confirmed by watchdog timeout"
 		}
 		now := d.env.Clock.Wall()
-		rec := stonith.Record{Kind: kind, Target: n, Reason: reason, RequestedBy: d.cfg.Machine.Self + " (takeover)", Executor: d.cfg.Machine.Self,
-			Epoch: a.Epoch, Started: now, Finished: now, Outcome: stonith.OutcomeSuccess}
+		rec := fencing.Record{Kind: kind, Target: n, Reason: reason, RequestedBy: d.cfg.Machine.Self + " (takeover)", Executor: d.cfg.Machine.Self,
+			Epoch: a.Epoch, Started: now, Finished: now, Outcome: fencing.OutcomeSuccess}
 		d.env.Log.Apply(quorum.Command{Op: quorum.OpRecord, Record: &rec}, func(_ any, err error) {
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", n, err))
@@ -626,15 +627,15 @@ func (d *Driver) leaseBound(s *Scope, former string, done func(tenure.Time, bool
 // still leads. done gets the record; its outcome is success only when the
 // engine confirmed the action by read-back and the result was committed.
 // Admin fences (fencectl fence, unfence) come through here too.
-func (d *Driver) Fence(s *Scope, req stonith.Request, done func(stonith.Record)) {
+func (d *Driver) Fence(s *Scope, req stonith.Request, done func(fencing.Record)) {
 	log := d.env.Log
 	req.Executor = d.cfg.Machine.Self
 	if req.Epoch == 0 {
 		req.Epoch = log.View().Epoch
 	}
-	kind := stonith.KindFence
-	if req.Action == stonith.ActionOn {
-		kind = stonith.KindUnfence
+	kind := fencing.KindFence
+	if req.Action == fencing.ActionOn {
+		kind = fencing.KindUnfence
 	} else {
 		// The boot the target may run the storage in: its mount
 		// intent's, else what its gossip last advertised. It decides
@@ -650,23 +651,23 @@ func (d *Driver) Fence(s *Scope, req stonith.Request, done func(stonith.Record))
 			req.PowerOnly = true
 		}
 	}
-	pending := stonith.Record{Kind: kind, Target: req.Target, Action: req.Action, Reason: req.Reason,
-		RequestedBy: req.RequestedBy, Executor: req.Executor, Epoch: req.Epoch, Started: d.env.Clock.Wall(), Outcome: stonith.OutcomePending,
+	pending := fencing.Record{Kind: kind, Target: req.Target, Action: req.Action, Reason: req.Reason,
+		RequestedBy: req.RequestedBy, Executor: req.Executor, Epoch: req.Epoch, Started: d.env.Clock.Wall(), Outcome: fencing.OutcomePending,
 		TargetBoot: req.TargetBoot}
 	log.Apply(quorum.Command{Op: quorum.OpRecord, Record: &pending}, func(res any, err error) {
 		if err != nil {
-			pending.Outcome, pending.Error, pending.Finished = stonith.OutcomeFailed, "not run: could not record the request: "+err.Error(), d.env.Clock.Wall()
+			pending.Outcome, pending.Error, pending.Finished = fencing.OutcomeFailed, "not run: could not record the request: "+err.Error(), d.env.Clock.Wall()
 			done(pending)
 			return
 		}
 		req.ID = res.(uint64)
-		if req.Action == stonith.ActionOn {
+		if req.Action == fencing.ActionOn {
 			req.Levels = LastFenceLevels(log.History(), req.Target)
 		}
 		d.env.Observer.FenceStarted(req)
-		d.env.Effects.Fence(s, req, func(rec stonith.Record) {
+		d.env.Effects.Fence(s, req, func(rec fencing.Record) {
 			rec.TargetBoot = req.TargetBoot
-			d.commitResult(rec, 0, func(rec stonith.Record) {
+			d.commitResult(rec, 0, func(rec fencing.Record) {
 				d.env.Observer.FenceDone(rec)
 				done(rec)
 			})
@@ -676,7 +677,7 @@ func (d *Driver) Fence(s *Scope, req stonith.Request, done func(stonith.Record))
 
 // commitResult commits a fence's result: it must be committed before anyone
 // acts on it; retried while this node still leads.
-func (d *Driver) commitResult(rec stonith.Record, try int, done func(stonith.Record)) {
+func (d *Driver) commitResult(rec fencing.Record, try int, done func(fencing.Record)) {
 	r := rec
 	d.env.Log.Apply(quorum.Command{Op: quorum.OpRecord, Record: &r}, func(_ any, err error) {
 		if err == nil {
@@ -688,8 +689,8 @@ func (d *Driver) commitResult(rec stonith.Record, try int, done func(stonith.Rec
 			return
 		}
 		d.lg.Error("fence result not committed", "fence_id", rec.ID, "outcome", rec.Outcome, "err", err)
-		if rec.Outcome == stonith.OutcomeSuccess {
-			rec.Outcome = stonith.OutcomeUnknown
+		if rec.Outcome == fencing.OutcomeSuccess {
+			rec.Outcome = fencing.OutcomeUnknown
 			rec.Error = "confirmed off, but the result could not be recorded: " + err.Error()
 		}
 		done(rec)
@@ -702,16 +703,16 @@ func (d *Driver) commitResult(rec stonith.Record, try int, done func(stonith.Rec
 // devices off, e.g. one PDU feed of two), and every level with an off of
 // unknown outcome (one that was still running when another level
 // confirmed the fence may have cut the node too). nil means all levels.
-func LastFenceLevels(history []stonith.Record, node string) []int {
+func LastFenceLevels(history []fencing.Record, node string) []int {
 	for i := len(history) - 1; i >= 0; i-- {
 		r := history[i]
-		if r.Target != node || r.Kind != stonith.KindFence || r.Outcome != stonith.OutcomeSuccess {
+		if r.Target != node || r.Kind != fencing.KindFence || r.Outcome != fencing.OutcomeSuccess {
 			continue
 		}
 		var levels []int
 		for _, a := range r.Attempts {
-			cut := a.Result == stonith.ResultSuccess || a.Result == stonith.ResultUnknown
-			if cut && a.Action != stonith.ActionOn && !slices.Contains(levels, a.Level) {
+			cut := a.Result == fencing.ResultSuccess || a.Result == fencing.ResultUnknown
+			if cut && a.Action != fencing.ActionOn && !slices.Contains(levels, a.Level) {
 				levels = append(levels, a.Level)
 			}
 		}

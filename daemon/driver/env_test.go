@@ -14,6 +14,7 @@ import (
 	"github.com/fenced/fenced/daemon/tenure"
 	"github.com/fenced/fenced/quorum"
 	"github.com/fenced/fenced/stonith"
+	"github.com/fenced/fenced/stonith/fencing"
 )
 
 // world is a driver's environment on virtual time, for unit tests: every
@@ -38,7 +39,7 @@ type world struct {
 
 	probes  []error // answers of the probe, in turn (then nil)
 	probed  int
-	unfence func() (stonith.Record, bool)
+	unfence func() (fencing.Record, bool)
 	tries   int
 
 	inel     map[string]string
@@ -135,7 +136,7 @@ type wlog struct{ w *world }
 func (l wlog) IsLeader() bool            { return l.w.isLeader }
 func (l wlog) Leader() string            { return l.w.leader }
 func (l wlog) View() quorum.View         { return l.w.fsm.View() }
-func (l wlog) History() []stonith.Record { return l.w.fsm.State().History }
+func (l wlog) History() []fencing.Record { return l.w.fsm.State().History }
 func (l wlog) SinceContact(string) (time.Duration, bool) {
 	return 0, false
 }
@@ -177,11 +178,11 @@ func (c wclock) After(d time.Duration, f func()) (stop func()) { return c.w.afte
 
 type weffects struct{ w *world }
 
-func (e weffects) Fence(_ *Scope, req stonith.Request, done func(stonith.Record)) {
+func (e weffects) Fence(_ *Scope, req stonith.Request, done func(fencing.Record)) {
 	e.w.fences = append(e.w.fences, req)
 	e.w.after(10*time.Millisecond, func() {
-		done(stonith.Record{ID: req.ID, Kind: stonith.KindFence, Target: req.Target, Action: req.Action, Epoch: req.Epoch,
-			Executor: req.Executor, Outcome: stonith.OutcomeSuccess})
+		done(fencing.Record{ID: req.ID, Kind: fencing.KindFence, Target: req.Target, Action: req.Action, Epoch: req.Epoch,
+			Executor: req.Executor, Outcome: fencing.OutcomeSuccess})
 	})
 }
 func (e weffects) Start(_ *Scope, _ uint64, _ string, done func(error)) {
@@ -211,12 +212,12 @@ func (e weffects) Probe(_ *Scope, done func(error)) {
 		done(err)
 	})
 }
-func (e weffects) Unfence(_ *Scope, done func(stonith.Record, bool)) {
+func (e weffects) Unfence(_ *Scope, done func(fencing.Record, bool)) {
 	w := e.w
 	w.tries++
 	w.after(5*time.Millisecond, func() {
 		if w.unfence == nil {
-			done(stonith.Record{Kind: stonith.KindUnfence, Target: "a", Action: stonith.ActionOn, Executor: "a", Outcome: stonith.OutcomeSuccess}, true)
+			done(fencing.Record{Kind: fencing.KindUnfence, Target: "a", Action: fencing.ActionOn, Executor: "a", Outcome: fencing.OutcomeSuccess}, true)
 			return
 		}
 		done(w.unfence())
@@ -227,7 +228,7 @@ type wobs struct{ w *world }
 
 func (o wobs) Stepped(tenure.Phase, tenure.Event, []tenure.Action, *tenure.Machine) {}
 func (o wobs) FenceStarted(stonith.Request)                                         {}
-func (o wobs) FenceDone(stonith.Record)                                             {}
+func (o wobs) FenceDone(fencing.Record)                                             {}
 func (o wobs) Ineligible(source, reason string) {
 	if reason == "" {
 		delete(o.w.inel, source)

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/fenced/fenced/quorum"
-	"github.com/fenced/fenced/stonith"
+	"github.com/fenced/fenced/stonith/fencing"
 )
 
 // What a node does when its daemon starts, before it may take primacy:
@@ -178,7 +178,7 @@ func (d *Driver) unfence(try, failed int, delay time.Duration) {
 		d.env.Clock.After(consentPoll, func() { d.unfence(try, failed, delay) })
 		return
 	}
-	d.env.Effects.Unfence(d.life(), func(rec stonith.Record, ok bool) {
+	d.env.Effects.Unfence(d.life(), func(rec fencing.Record, ok bool) {
 		if ok {
 			d.setIneligible(SourceUnfence, "")
 			d.lg.Info("unfenced at start: eligible for primacy", "devices", strings.Join(d.cfg.Unfence.Devices, ","), "tries", try)
@@ -216,16 +216,16 @@ func (d *Driver) setIneligible(source, reason string) bool {
 // may still have run here — a mount its crashed daemon left, an
 // application still writing: unfencing would give that back its storage.
 // A fence whose target boot is not known counts as one of this boot.
-func unfenceRule(history []stonith.Record, node, boot string) (bool, string) {
-	var fence *stonith.Record
+func unfenceRule(history []fencing.Record, node, boot string) (bool, string) {
+	var fence *fencing.Record
 	consent := false
 	for i := len(history) - 1; i >= 0 && fence == nil; i-- {
 		r := &history[i]
 		switch {
 		case r.Target != node:
-		case r.Kind == stonith.KindUnfence && r.RequestedBy != node+" (start)" && r.Outcome != stonith.OutcomePending:
+		case r.Kind == fencing.KindUnfence && r.RequestedBy != node+" (start)" && r.Outcome != fencing.OutcomePending:
 			consent = true // an admin's, after every fence older than it
-		case r.Kind == stonith.KindFence && r.Outcome == stonith.OutcomeSuccess && r.Action != stonith.ActionOn:
+		case r.Kind == fencing.KindFence && r.Outcome == fencing.OutcomeSuccess && r.Action != fencing.ActionOn:
 			fence = r
 		}
 	}
@@ -253,7 +253,7 @@ func dash(s string) string {
 
 // commitUnfence records this node's unfencing of itself through the
 // leader; the node's eligibility does not wait for it.
-func (d *Driver) commitUnfence(rec stonith.Record) {
+func (d *Driver) commitUnfence(rec fencing.Record) {
 	if rec.Kind == "" {
 		return
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/fenced/fenced/daemon/tenure"
 	"github.com/fenced/fenced/quorum"
 	"github.com/fenced/fenced/stonith"
+	"github.com/fenced/fenced/stonith/fencing"
 )
 
 // A node that unfences itself at start is ineligible from Start on, runs
@@ -31,7 +32,7 @@ func TestStartUnfencesOnceJoined(t *testing.T) {
 		t.Fatalf("after the leader: %d tries, ineligible %q", w.tries, w.inel[SourceUnfence])
 	}
 	h := w.fsm.State().History
-	if len(h) != 1 || h[0].Kind != stonith.KindUnfence || h[0].Outcome != stonith.OutcomeSuccess || h[0].Target != "a" {
+	if len(h) != 1 || h[0].Kind != fencing.KindUnfence || h[0].Outcome != fencing.OutcomeSuccess || h[0].Target != "a" {
 		t.Fatalf("history %+v", h)
 	}
 }
@@ -43,11 +44,11 @@ func TestStartUnfenceRetries(t *testing.T) {
 	w := newWorld(t, Config{Unfence: &UnfencePlan{Devices: []string{"scsi"}}})
 	w.leader = "b"
 	fails := 7
-	w.unfence = func() (stonith.Record, bool) {
-		rec := stonith.Record{Kind: stonith.KindUnfence, Target: "a", Action: stonith.ActionOn, Executor: "a", Outcome: stonith.OutcomeSuccess}
+	w.unfence = func() (fencing.Record, bool) {
+		rec := fencing.Record{Kind: fencing.KindUnfence, Target: "a", Action: fencing.ActionOn, Executor: "a", Outcome: fencing.OutcomeSuccess}
 		if fails > 0 {
 			fails--
-			rec.Outcome, rec.Error = stonith.OutcomeFailed, "level 2: device scsi: try 1: failed: reservation conflict"
+			rec.Outcome, rec.Error = fencing.OutcomeFailed, "level 2: device scsi: try 1: failed: reservation conflict"
 			return rec, false
 		}
 		return rec, true
@@ -69,7 +70,7 @@ func TestStartUnfenceRetries(t *testing.T) {
 		t.Errorf("backoff never reached its cap: %q", w.reasons)
 	}
 	h := w.fsm.State().History
-	if len(h) != 2 || h[0].Outcome != stonith.OutcomeFailed || h[1].Outcome != stonith.OutcomeSuccess {
+	if len(h) != 2 || h[0].Outcome != fencing.OutcomeFailed || h[1].Outcome != fencing.OutcomeSuccess {
 		t.Errorf("history %+v", h)
 	}
 }
@@ -97,29 +98,29 @@ func TestStartProbes(t *testing.T) {
 // itself; from another boot, or with an admin's unfence after the fence,
 // it does; a fence of unknown boot counts as this boot's.
 func TestUnfenceRule(t *testing.T) {
-	fence := func(boot string) stonith.Record {
-		return stonith.Record{Kind: stonith.KindFence, Target: "a", Action: stonith.ActionOff, Outcome: stonith.OutcomeSuccess,
+	fence := func(boot string) fencing.Record {
+		return fencing.Record{Kind: fencing.KindFence, Target: "a", Action: fencing.ActionOff, Outcome: fencing.OutcomeSuccess,
 			Executor: "b", Reason: "takeover by b at epoch 3", TargetBoot: boot}
 	}
-	own := stonith.Record{Kind: stonith.KindUnfence, Target: "a", Action: stonith.ActionOn, Outcome: stonith.OutcomeSuccess, RequestedBy: "a (start)"}
-	admin := stonith.Record{Kind: stonith.KindUnfence, Target: "a", Action: stonith.ActionOn, Outcome: stonith.OutcomeFailed, RequestedBy: "root@b"}
-	other := stonith.Record{Kind: stonith.KindFence, Target: "c", Action: stonith.ActionOff, Outcome: stonith.OutcomeSuccess, TargetBoot: "B1"}
+	own := fencing.Record{Kind: fencing.KindUnfence, Target: "a", Action: fencing.ActionOn, Outcome: fencing.OutcomeSuccess, RequestedBy: "a (start)"}
+	admin := fencing.Record{Kind: fencing.KindUnfence, Target: "a", Action: fencing.ActionOn, Outcome: fencing.OutcomeFailed, RequestedBy: "root@b"}
+	other := fencing.Record{Kind: fencing.KindFence, Target: "c", Action: fencing.ActionOff, Outcome: fencing.OutcomeSuccess, TargetBoot: "B1"}
 	failed := fence("B1")
-	failed.Outcome = stonith.OutcomeFailed
+	failed.Outcome = fencing.OutcomeFailed
 	for _, c := range []struct {
 		name    string
-		history []stonith.Record
+		history []fencing.Record
 		ok      bool
 		why     string
 	}{
-		{"never fenced", []stonith.Record{other, own}, true, ""},
-		{"fenced in another boot", []stonith.Record{fence("B0")}, true, ""},
-		{"fenced during this boot", []stonith.Record{own, fence("B1"), other}, false, "during this boot"},
-		{"its own unfence is no consent", []stonith.Record{fence("B1"), own}, false, "during this boot"},
-		{"an admin's unfence after the fence", []stonith.Record{fence("B1"), admin}, true, ""},
-		{"an admin's unfence before the fence", []stonith.Record{admin, fence("B1")}, false, "during this boot"},
-		{"boot not known", []stonith.Record{fence("")}, false, "not known"},
-		{"a failed fence cut nothing", []stonith.Record{fence("B0"), failed}, true, ""},
+		{"never fenced", []fencing.Record{other, own}, true, ""},
+		{"fenced in another boot", []fencing.Record{fence("B0")}, true, ""},
+		{"fenced during this boot", []fencing.Record{own, fence("B1"), other}, false, "during this boot"},
+		{"its own unfence is no consent", []fencing.Record{fence("B1"), own}, false, "during this boot"},
+		{"an admin's unfence after the fence", []fencing.Record{fence("B1"), admin}, true, ""},
+		{"an admin's unfence before the fence", []fencing.Record{admin, fence("B1")}, false, "during this boot"},
+		{"boot not known", []fencing.Record{fence("")}, false, "not known"},
+		{"a failed fence cut nothing", []fencing.Record{fence("B0"), failed}, true, ""},
 	} {
 		ok, why := unfenceRule(c.history, "a", "B1")
 		if ok != c.ok || !strings.Contains(why, c.why) || !ok && !strings.Contains(why, "fencectl unfence a") {
@@ -162,15 +163,15 @@ func TestStartProbeFirstThenEscalates(t *testing.T) {
 func TestStartUnfenceWaitsForConsent(t *testing.T) {
 	w := newWorld(t, Config{Probe: true, Unfence: &UnfencePlan{Devices: []string{"scsi"}}, Boot: "B1"})
 	w.leader = "b"
-	w.commit(quorum.Command{Op: quorum.OpRecord, Record: &stonith.Record{Kind: stonith.KindFence, Target: "a", Action: stonith.ActionOff,
-		Outcome: stonith.OutcomeSuccess, Executor: "b", TargetBoot: "B1", Scope: stonith.ScopeStorage}})
+	w.commit(quorum.Command{Op: quorum.OpRecord, Record: &fencing.Record{Kind: fencing.KindFence, Target: "a", Action: fencing.ActionOff,
+		Outcome: fencing.OutcomeSuccess, Executor: "b", TargetBoot: "B1", Scope: fencing.ScopeStorage}})
 	w.drv.Start()
 	w.run(10 * time.Second)
 	if w.tries != 0 || !strings.Contains(w.inel[SourceUnfence], "during this boot") {
 		t.Fatalf("%d unfences, ineligible %q", w.tries, w.inel[SourceUnfence])
 	}
-	w.commit(quorum.Command{Op: quorum.OpRecord, Record: &stonith.Record{Kind: stonith.KindUnfence, Target: "a", Action: stonith.ActionOn,
-		Outcome: stonith.OutcomeSuccess, RequestedBy: "root@b"}})
+	w.commit(quorum.Command{Op: quorum.OpRecord, Record: &fencing.Record{Kind: fencing.KindUnfence, Target: "a", Action: fencing.ActionOn,
+		Outcome: fencing.OutcomeSuccess, RequestedBy: "root@b"}})
 	w.run(2 * time.Second)
 	if w.tries != 1 || w.inel[SourceUnfence] != "" {
 		t.Fatalf("after consent: %d unfences, ineligible %q", w.tries, w.inel[SourceUnfence])
@@ -216,9 +217,9 @@ func TestFenceRecordsBootAndPowerOnlyForUnclean(t *testing.T) {
 	w.commit(quorum.Command{Op: quorum.OpAcquire, Node: "b"})
 	w.commit(quorum.Command{Op: quorum.OpState, Node: "b", Epoch: 1, State: quorum.HolderMounting, Boot: "B-intent"})
 	w.commit(quorum.Command{Op: quorum.OpUnclean, Node: "b", Epoch: 1, Reason: "stop failed"})
-	var recs []stonith.Record
+	var recs []fencing.Record
 	for _, n := range []string{"b", "c"} {
-		w.drv.Fence(NewScope(context.Background()), stonith.Request{Target: n, Action: stonith.ActionOff}, func(r stonith.Record) { recs = append(recs, r) })
+		w.drv.Fence(NewScope(context.Background()), stonith.Request{Target: n, Action: fencing.ActionOff}, func(r fencing.Record) { recs = append(recs, r) })
 	}
 	w.run(time.Second)
 	if len(w.fences) != 2 || !w.fences[0].PowerOnly || w.fences[1].PowerOnly {

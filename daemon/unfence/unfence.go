@@ -24,6 +24,7 @@ import (
 
 	"github.com/fenced/fenced/agents"
 	"github.com/fenced/fenced/stonith"
+	"github.com/fenced/fenced/stonith/fencing"
 )
 
 // Modes of a device (devices.NAME.unfence).
@@ -42,7 +43,7 @@ type Options struct {
 	Modes    map[string]string
 	Registry *agents.Registry
 	// Fence runs a request (the stonith engine's Fence).
-	Fence func(ctx context.Context, req stonith.Request) stonith.Record
+	Fence func(ctx context.Context, req stonith.Request) fencing.Record
 	// Epoch is the highest epoch this node knows (informational, for the record).
 	Epoch func() uint64
 }
@@ -146,14 +147,14 @@ func Wants(reg *agents.Registry, t stonith.Target, mode string) (bool, error) {
 // Attempt runs one try; ok reports the devices were read back on. A record
 // with an empty Kind means nothing ran (the devices could not be chosen).
 // Not safe for concurrent use.
-func (u *Unfencer) Attempt(ctx context.Context) (stonith.Record, bool) {
+func (u *Unfencer) Attempt(ctx context.Context) (fencing.Record, bool) {
 	if u.err != nil {
 		u.plan, u.err = choose(u.o.Registry, u.o.Topology, u.o.Modes)
 		if u.err != nil {
-			return stonith.Record{Error: "cannot tell which devices to unfence: " + u.err.Error()}, false
+			return fencing.Record{Error: "cannot tell which devices to unfence: " + u.err.Error()}, false
 		}
 		if u.plan.empty() {
-			return stonith.Record{Outcome: stonith.OutcomeSuccess}, true
+			return fencing.Record{Outcome: fencing.OutcomeSuccess}, true
 		}
 	}
 	var epoch uint64
@@ -161,8 +162,8 @@ func (u *Unfencer) Attempt(ctx context.Context) (stonith.Record, bool) {
 		epoch = u.o.Epoch()
 	}
 	rec := u.o.Fence(ctx, stonith.Request{
-		Target: u.o.Self, Topology: u.plan.topo, Levels: u.plan.levels, Action: stonith.ActionOn,
+		Target: u.o.Self, Topology: u.plan.topo, Levels: u.plan.levels, Action: fencing.ActionOn,
 		Reason: "unfence at start", RequestedBy: u.o.Self + " (start)", Executor: u.o.Self, Epoch: epoch,
 	})
-	return rec, rec.Outcome == stonith.OutcomeSuccess
+	return rec, rec.Outcome == fencing.OutcomeSuccess
 }

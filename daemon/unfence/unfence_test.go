@@ -9,6 +9,7 @@ import (
 
 	"github.com/fenced/fenced/agents"
 	"github.com/fenced/fenced/stonith"
+	"github.com/fenced/fenced/stonith/fencing"
 )
 
 type plainAgent struct{}
@@ -49,12 +50,12 @@ type harness struct {
 func (h *harness) opts(modes map[string]string) Options {
 	return Options{
 		Self: "node1", Topology: topo(), Modes: modes, Registry: registry(),
-		Fence: func(_ context.Context, req stonith.Request) stonith.Record {
+		Fence: func(_ context.Context, req stonith.Request) fencing.Record {
 			h.reqs = append(h.reqs, req)
-			rec := stonith.Record{Kind: stonith.KindUnfence, Target: req.Target, Action: req.Action, Executor: req.Executor, Outcome: stonith.OutcomeSuccess}
+			rec := fencing.Record{Kind: fencing.KindUnfence, Target: req.Target, Action: req.Action, Executor: req.Executor, Outcome: fencing.OutcomeSuccess}
 			if h.fail > 0 {
 				h.fail--
-				rec.Outcome, rec.Error = stonith.OutcomeFailed, "level 2: device scsi: try 1: failed: reservation conflict"
+				rec.Outcome, rec.Error = fencing.OutcomeFailed, "level 2: device scsi: try 1: failed: reservation conflict"
 			}
 			return rec
 		},
@@ -71,14 +72,14 @@ func TestAttempt(t *testing.T) {
 		t.Fatalf("devices %v, err %v", d, u.Err())
 	}
 	rec, ok := u.Attempt(context.Background())
-	if !ok || rec.Outcome != stonith.OutcomeSuccess || rec.Kind != stonith.KindUnfence {
+	if !ok || rec.Outcome != fencing.OutcomeSuccess || rec.Kind != fencing.KindUnfence {
 		t.Fatalf("attempt: %v %+v", ok, rec)
 	}
 	if len(h.reqs) != 1 {
 		t.Fatalf("%d requests", len(h.reqs))
 	}
 	r := h.reqs[0]
-	if r.Target != "node1" || r.Action != stonith.ActionOn || r.Executor != "node1" || r.Epoch != 7 ||
+	if r.Target != "node1" || r.Action != fencing.ActionOn || r.Executor != "node1" || r.Epoch != 7 ||
 		len(r.Levels) != 1 || r.Levels[0] != 2 || len(r.Topology) != 2 || len(r.Topology[0].Devices) != 0 ||
 		len(r.Topology[1].Devices) != 1 || r.Topology[1].Devices[0].Device != "scsi" || r.Topology[1].Devices[0].Plug != "node1" {
 		t.Fatalf("request %+v", r)

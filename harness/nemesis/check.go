@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fenced/fenced/daemon/devcluster"
+	"github.com/fenced/fenced/harness/devcluster"
 	"github.com/fenced/fenced/daemon/storage/tokenstore"
 )
 

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fenced/fenced/daemon/devcluster"
+	"github.com/fenced/fenced/harness/devcluster"
 )
 
 var bins struct{ fenced, fencectl, nemesis, lab string }

@@ -16,7 +16,7 @@ import (
 	"github.com/fenced/fenced/agents/ipmi/ipmisim"
 	"github.com/fenced/fenced/agents/redfish/redfishsim"
 	"github.com/fenced/fenced/daemon/config"
-	"github.com/fenced/fenced/daemon/devcluster"
+	"github.com/fenced/fenced/harness/devcluster"
 )
 
 // BMC kinds; node i gets bmcKinds[i%3].

@@ -8,7 +8,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fenced/fenced/quorum"
-	"github.com/fenced/fenced/stonith"
+	"github.com/fenced/fenced/stonith/fencing"
 )
 
 // Invariant names, as failures report them.
@@ -170,8 +170,8 @@ func (c *checker) process(i uint64, e entry) {
 		r := cmd.Record
 		// What the machines count as confirmed stopped; whether it was
 		// true is the physical checks' to say (overlap).
-		if r != nil && r.Outcome == stonith.OutcomeSuccess && (r.Kind == stonith.KindFence && r.Action != stonith.ActionOn ||
-			r.Kind == stonith.KindConfirm || r.Kind == stonith.KindExpiry || r.Kind == stonith.KindWatchdog) {
+		if r != nil && r.Outcome == fencing.OutcomeSuccess && (r.Kind == fencing.KindFence && r.Action != fencing.ActionOn ||
+			r.Kind == fencing.KindConfirm || r.Kind == fencing.KindExpiry || r.Kind == fencing.KindWatchdog) {
 			if t := c.w.node(r.Target); t != nil {
 				c.cleared[t.id] = true
 			}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"slices"
 	"time"
 
@@ -94,18 +95,24 @@ func (p *proc) armWatch() {
 	})
 }
 
-func (p *proc) watchOnce() {
+// detectTiming is the detector's timing (quorum.DetectTiming).
+func (p *proc) detectTiming() quorum.DetectTiming {
 	rt := p.w.timing.Raft()
+	return quorum.DetectTiming{Detect: rt.Detect, Stagger: rt.Stagger}
+}
+
+// watchOnce is quorum.Detector's watch: gather what a follower knows of its
+// leader's silence, let quorum decide (DetectTiming.Due), and ask.
+func (p *proc) watchOnce() {
 	if p.role != follower || p.asking {
 		return
 	}
 	now := int64(p.n.local())
 	l := p.leaderID
-	var silent, extra time.Duration
+	w := quorum.Watch{Held: time.Duration(p.holdTill - now), Urged: now < p.urgeTill, SinceAsked: time.Duration(now - p.lastTry)}
 	if l < 0 {
 		// Left without a leader by a candidacy (a newer term): the old
-		// leader's silence counts from the last contact with it, and the
-		// candidate gets another Detect to win first.
+		// leader's silence counts from the last contact with it.
 		l = p.prevLeader
 		if l < 0 {
 			return
@@ -117,20 +124,13 @@ func (p *proc) watchOnce() {
 		if b := p.beacon[l]; b != noContact {
 			since = min(since, time.Duration(now-b))
 		}
-		silent, extra = since, rt.Detect
+		w.Silent, w.Leaderless = since, true
 	} else {
-		silent = p.silence()
+		w.Silent = p.silence()
 	}
 	rank := p.rankOf(p.n.id, l)
-	if rank < 0 {
-		return
-	}
-	threshold := rt.Detect + time.Duration(rank)*rt.Stagger + extra
-	held := now < p.holdTill
-	if now < p.urgeTill {
-		threshold, held = min(threshold, quorum.AgreeAt(rt.Detect)), false
-	}
-	if held || silent < threshold || now-p.lastTry < int64(rt.Detect/2) {
+	w.Rank = rank
+	if ask, _ := p.detectTiming().Due(w); !ask {
 		return
 	}
 	p.lastTry, p.asking = now, true
@@ -143,18 +143,23 @@ func (p *proc) watchOnce() {
 			return
 		}
 		p.asking = false
-		if p.role != follower || agree < p.w.majority {
+		if p.role != follower {
 			return
 		}
 		now := int64(p.n.local())
-		if deferTo >= 0 && (p.deferred == noContact || now-p.deferred > int64(2*rt.Detect)) {
-			p.deferred = now
-			p.holdTill = now + int64(rt.Detect/2)
-			p.w.tracef("%s leader %s silent for a majority: %s stands", p.n.name, nodeName(l), nodeName(deferTo))
-			return
+		sinceHeld := time.Duration(math.MaxInt64)
+		if p.deferred != noContact {
+			sinceHeld = time.Duration(now - p.deferred)
 		}
-		p.w.tracef("%s leader %s silent for a majority: election", p.n.name, nodeName(l))
-		p.campaign(true)
+		switch p.detectTiming().Decide(agree, p.w.majority, deferTo >= 0, sinceHeld) {
+		case quorum.HoldBack:
+			p.deferred = now
+			p.holdTill = now + int64(p.detectTiming().Detect/2)
+			p.w.tracef("%s leader %s silent for a majority: %s stands", p.n.name, nodeName(l), nodeName(deferTo))
+		case quorum.Stand:
+			p.w.tracef("%s leader %s silent for a majority: election", p.n.name, nodeName(l))
+			p.campaign(true)
+		}
 	}
 	for i := range p.w.nodes {
 		if i == self || i == l {
@@ -180,38 +185,29 @@ func (p *proc) watchOnce() {
 			})
 		})
 	}
-	p.timer(max(rt.Detect/4, 20*time.Millisecond), finish)
+	p.timer(max(p.detectTiming().Detect/4, 20*time.Millisecond), finish)
 }
 
 // answerSilence is quorum.Detector's answer to an asker of the given rank
-// and log, about leader l: whether this node finds l silent too, and
-// whether it will stand itself (its log newer, or as new and it ranks
-// first); the one of the two that does not stand holds back.
+// and log, about leader l (DetectTiming.Answer): whether this node finds l
+// silent too, and whether it will stand itself; what it does besides (hold
+// back, or stand at once) it does here.
 func (q *proc) answerSilence(l, rank int, logTerm, logIdx uint64) (agrees, defers bool) {
-	rt := q.w.timing.Raft()
-	s := q.silence()
-	if q.leaderID < 0 {
-		s = rt.Detect
-	} else if q.leaderID != l {
-		s = 0
-	}
-	if s < quorum.AgreeAt(rt.Detect) {
-		return false, false
-	}
 	now := int64(q.n.local())
-	mine := q.rankOf(q.n.id, l)
-	newer := quorum.CompareLog(q.n.lastTerm(), q.n.lastIndex(), logTerm, logIdx)
-	follower := q.role == follower
-	switch {
-	case mine < 0:
-	case newer > 0 && follower:
-		defers = true
-		q.urgeTill, q.holdTill = now+int64(rt.Detect/2), 0
-		q.timer(0, q.watchOnce) // the real detector's wake-up
-	case newer < 0 || mine > rank:
-		q.holdTill = now + int64(rt.Detect/2)
-	case mine < rank && follower && now >= q.holdTill:
-		defers = true
+	cur := ""
+	if q.leaderID >= 0 {
+		cur = nodeName(q.leaderID)
 	}
-	return true, defers
+	r := q.detectTiming().Answer(quorum.Asked{Leader: nodeName(l), Current: cur, Silent: q.silence(),
+		Mine: q.rankOf(q.n.id, l), AskerRank: rank, Newer: quorum.CompareLog(q.n.lastTerm(), q.n.lastIndex(), logTerm, logIdx),
+		Follower: q.role == follower, Holding: now < q.holdTill})
+	half := int64(q.detectTiming().Detect / 2)
+	switch {
+	case r.Urge:
+		q.urgeTill, q.holdTill = now+half, 0
+		q.timer(0, q.watchOnce) // the real detector's wake-up
+	case r.Hold:
+		q.holdTill = now + half
+	}
+	return r.Agrees, r.Defers
 }

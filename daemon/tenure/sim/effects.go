@@ -10,6 +10,7 @@ import (
 	"github.com/fenced/fenced/daemon/tenure"
 	"github.com/fenced/fenced/daemon/watchdog"
 	"github.com/fenced/fenced/stonith"
+	"github.com/fenced/fenced/stonith/fencing"
 )
 
 // simEffects is the driver's Effects: the node's fence devices (through an
@@ -17,16 +18,16 @@ import (
 // its storage, its watchdog and its reset.
 type simEffects struct{ p *proc }
 
-func (e simEffects) Fence(s *driver.Scope, req stonith.Request, done func(stonith.Record)) {
+func (e simEffects) Fence(s *driver.Scope, req stonith.Request, done func(fencing.Record)) {
 	p, w := e.p, e.p.w
 	started := w.wall()
 	tn := w.node(req.Target)
 	p.engine(s, tn, req.PowerOnly, func(outcome, msg string, level int) {
-		rec := stonith.Record{ID: req.ID, Kind: stonith.KindFence, Target: req.Target, Action: req.Action, Reason: req.Reason,
+		rec := fencing.Record{ID: req.ID, Kind: fencing.KindFence, Target: req.Target, Action: req.Action, Reason: req.Reason,
 			RequestedBy: req.RequestedBy, Executor: req.Executor, Epoch: req.Epoch, Started: started, Finished: w.wall(),
 			Outcome: outcome, Error: msg, TargetBoot: req.TargetBoot}
-		if outcome == stonith.OutcomeSuccess && tn.levelCuts(level) {
-			rec.Scope = stonith.ScopeStorage
+		if outcome == fencing.OutcomeSuccess && tn.levelCuts(level) {
+			rec.Scope = fencing.ScopeStorage
 		}
 		done(rec)
 	})
@@ -67,9 +68,9 @@ var errIneligible = errors.New("node ineligible")
 
 // Unfence is this node's "on" through its own storage-level devices: its
 // registration back on the storage, read back.
-func (e simEffects) Unfence(_ *driver.Scope, done func(stonith.Record, bool)) {
+func (e simEffects) Unfence(_ *driver.Scope, done func(fencing.Record, bool)) {
 	p, w, n, inc := e.p, e.p.w, e.p.n, e.p.inc
-	rec := stonith.Record{Kind: stonith.KindUnfence, Target: n.name, Action: stonith.ActionOn, Reason: "unfence at start",
+	rec := fencing.Record{Kind: fencing.KindUnfence, Target: n.name, Action: fencing.ActionOn, Reason: "unfence at start",
 		RequestedBy: n.name + " (start)", Executor: n.name, Started: w.wall()}
 	var bad []string
 	for lvl := range levels {
@@ -82,7 +83,7 @@ func (e simEffects) Unfence(_ *driver.Scope, done func(stonith.Record, bool)) {
 	p.timer(uniform(n.rng, 5*time.Millisecond, 60*time.Millisecond), func() {
 		rec.Finished = w.wall()
 		if len(bad) > 0 {
-			rec.Outcome, rec.Error = stonith.OutcomeFailed, fmt.Sprint(bad)
+			rec.Outcome, rec.Error = fencing.OutcomeFailed, fmt.Sprint(bad)
 			done(rec, false)
 			return
 		}
@@ -92,7 +93,7 @@ func (e simEffects) Unfence(_ *driver.Scope, done func(stonith.Record, bool)) {
 		n.cut = false
 		w.chk.storageBack(n)
 		n.exec(inc, func() {
-			rec.Outcome = stonith.OutcomeSuccess
+			rec.Outcome = fencing.OutcomeSuccess
 			done(rec, true)
 		})
 	})
@@ -175,9 +176,9 @@ func (p *proc) engine(s *driver.Scope, tn *Node, powerOnly bool, cb func(outcome
 				msgs = append(msgs, "cancelled")
 				unknown = true
 			}
-			outcome := stonith.OutcomeFailed
+			outcome := fencing.OutcomeFailed
 			if unknown {
-				outcome = stonith.OutcomeUnknown
+				outcome = fencing.OutcomeUnknown
 			}
 			cb(outcome, fmt.Sprint(msgs), -1)
 			return
@@ -187,11 +188,11 @@ func (p *proc) engine(s *driver.Scope, tn *Node, powerOnly bool, cb func(outcome
 			return
 		}
 		p.deviceTry(s, tn, level, func(result, msg string) {
-			if result == stonith.ResultSuccess {
-				cb(stonith.OutcomeSuccess, "", level)
+			if result == fencing.ResultSuccess {
+				cb(fencing.OutcomeSuccess, "", level)
 				return
 			}
-			try(level+1, unknown || result == stonith.ResultUnknown, append(msgs, msg))
+			try(level+1, unknown || result == fencing.ResultUnknown, append(msgs, msg))
 		})
 	}
 	try(0, false, nil)
@@ -211,14 +212,14 @@ func (p *proc) deviceTry(s *driver.Scope, tn *Node, level int, cb func(result, m
 		finished = true
 		n.exec(inc, func() { cb(result, msg) })
 	}
-	p.timer(timeout, func() { finish(stonith.ResultUnknown, "timeout") })
-	s.OnCancel(func() { finish(stonith.ResultUnknown, "cancelled") })
+	p.timer(timeout, func() { finish(fencing.ResultUnknown, "timeout") })
+	s.OnCancel(func() { finish(fencing.ResultUnknown, "cancelled") })
 	act := uniform(n.rng, 20*time.Millisecond, 300*time.Millisecond)
 	readBack := uniform(n.rng, 5*time.Millisecond, 50*time.Millisecond)
 	w.tracef("%s fences %s at level %d (device %s)", n.name, tn.name, level+1, devNames[mode])
 	switch mode {
 	case devFail:
-		w.after(act, func() { finish(stonith.ResultFailed, "device refused") })
+		w.after(act, func() { finish(fencing.ResultFailed, "device refused") })
 	case devHang:
 	case devOK, devSlow, devLie:
 		if mode == devSlow {
@@ -235,15 +236,15 @@ func (p *proc) deviceTry(s *driver.Scope, tn *Node, level int, cb func(result, m
 				tn.fencedOff(n.name)
 			}
 			if w.opt.Mutation == MutNoReadBack {
-				finish(stonith.ResultSuccess, "") // broken on purpose: the ack is trusted
+				finish(fencing.ResultSuccess, "") // broken on purpose: the ack is trusted
 				return
 			}
 			w.after(readBack, func() {
 				if cuts && !tn.cut || !cuts && tn.on {
-					finish(stonith.ResultFailed, "device acknowledged off but reads back on")
+					finish(fencing.ResultFailed, "device acknowledged off but reads back on")
 					return
 				}
-				finish(stonith.ResultSuccess, "")
+				finish(fencing.ResultSuccess, "")
 			})
 		})
 	}

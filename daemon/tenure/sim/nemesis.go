@@ -9,6 +9,7 @@ import (
 	"github.com/fenced/fenced/daemon/tenure"
 	"github.com/fenced/fenced/quorum"
 	"github.com/fenced/fenced/stonith"
+	"github.com/fenced/fenced/stonith/fencing"
 )
 
 // inject starts fault i of the schedule.
@@ -162,8 +163,8 @@ func (w *World) inject(i int, f Fault) {
 		if q == nil || q.n == n {
 			return // the API refuses: the leader hands over first, and the admin retries
 		}
-		q.drv.Fence(driver.NewScope(context.Background()), stonith.Request{Target: n.name, Action: stonith.ActionOff,
-			Reason: "fenced by the admin", RequestedBy: "admin"}, func(stonith.Record) {})
+		q.drv.Fence(driver.NewScope(context.Background()), stonith.Request{Target: n.name, Action: fencing.ActionOff,
+			Reason: "fenced by the admin", RequestedBy: "admin"}, func(fencing.Record) {})
 	}
 }
 
@@ -248,8 +249,8 @@ func (w *World) confirm(n *Node) {
 		return
 	}
 	now := w.wall()
-	rec := stonith.Record{Kind: stonith.KindConfirm, Target: n.name, Reason: "confirmed down by the admin", RequestedBy: "admin",
-		Executor: q.n.name, Epoch: q.n.fsm.View().Epoch, Started: now, Finished: now, Outcome: stonith.OutcomeSuccess}
+	rec := fencing.Record{Kind: fencing.KindConfirm, Target: n.name, Reason: "confirmed down by the admin", RequestedBy: "admin",
+		Executor: q.n.name, Epoch: q.n.fsm.View().Epoch, Started: now, Finished: now, Outcome: fencing.OutcomeSuccess}
 	q.applyCmd(quorum.Command{Op: quorum.OpRecord, Record: &rec}, func(any, error) {})
 }
 

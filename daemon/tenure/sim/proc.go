@@ -14,6 +14,7 @@ import (
 	"github.com/fenced/fenced/daemon/tenure"
 	"github.com/fenced/fenced/quorum"
 	"github.com/fenced/fenced/stonith"
+	"github.com/fenced/fenced/stonith/fencing"
 )
 
 // proc is one run of the fenced daemon on a node: raft's volatile state,
@@ -262,7 +263,7 @@ func (l simLog) View() quorum.View {
 	return v
 }
 
-func (l simLog) History() []stonith.Record {
+func (l simLog) History() []fencing.Record {
 	if l.p.w.opt.Mutation == MutBlindUnfence {
 		return nil // broken on purpose
 	}
@@ -426,4 +427,4 @@ func (p *proc) ineligible() string {
 }
 
 func (o simObserver) FenceStarted(stonith.Request) {}
-func (o simObserver) FenceDone(stonith.Record)     {}
+func (o simObserver) FenceDone(fencing.Record)     {}

@@ -23,7 +23,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/fenced/fenced/agents/ipmi/ipmisim"
-	"github.com/fenced/fenced/daemon"
+	"github.com/fenced/fenced/daemon/api"
 	"github.com/fenced/fenced/daemon/apiclient"
 	"github.com/fenced/fenced/daemon/config"
 	"github.com/fenced/fenced/daemon/storage/tokenstore"
@@ -422,8 +422,8 @@ func (n *Node) ExitErr() error {
 }
 
 // Status asks the node's API for its status.
-func (n *Node) Status(ctx context.Context) (daemon.Status, error) {
-	var st daemon.Status
+func (n *Node) Status(ctx context.Context) (api.Status, error) {
+	var st api.Status
 	c := apiclient.New(n.Socket)
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
