@@ -6,9 +6,9 @@ import (
 
 	"github.com/fenced/fenced/daemon/alerts"
 	"github.com/fenced/fenced/daemon/api"
+	"github.com/fenced/fenced/daemon/driver"
 	"github.com/fenced/fenced/daemon/health"
 	"github.com/fenced/fenced/daemon/tenure"
-	"github.com/fenced/fenced/stonith"
 	"github.com/fenced/fenced/stonith/fencing"
 )
 
@@ -47,7 +47,7 @@ func (d *Daemon) alertPhase(before, after tenure.Phase, v *tenureView) {
 // alertFenceStarted and alertFenceDone raise the fence alerts (kind
 // fencing, node the target, task the action; rc 0 confirmed, 1 failed,
 // 2 outcome unknown).
-func (d *Daemon) alertFenceStarted(req stonith.Request) {
+func (d *Daemon) alertFenceStarted(req driver.FenceRequest) {
 	d.alerts.Emit(alerts.Event{Name: alerts.FenceStarted, Kind: alerts.KindFencing, Node: req.Target, Task: req.Action, Epoch: req.Epoch,
 		Desc: fmt.Sprintf("Operation %s of %s by %s for %s: started (%s)", req.Action, req.Target, d.self, req.RequestedBy, req.Reason)})
 }

@@ -7,37 +7,91 @@ import (
 	"testing"
 )
 
-// TestArchitecture keeps the layering of DESIGN.md: every package has a doc
+// TestArchitecture keeps the layering of DESIGN.md, on transitive imports
+// (what a package links, not only what it names): every package has a doc
 // comment; agents know nothing of the cluster; the fencing engine knows
-// agents only; quorum knows neither the daemon nor the agents.
+// agents only; quorum knows neither the daemon, the engine nor the agents
+// (the history's records are stonith/fencing, a leaf); the safety core is a
+// leaf; its driver links no engine or agent (it talks to them through its
+// Effects); the API's wire types link no engine, raft or gossip. Each
+// package is held to the most specific rule above it.
 func TestArchitecture(t *testing.T) {
-	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}|{{.Doc}}|{{join .Imports \",\"}}", "github.com/fenced/fenced/...").Output()
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}|{{.Doc}}|{{join .Deps \",\"}}", "github.com/fenced/fenced/...").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
 	const mod = "github.com/fenced/fenced/"
-	forbidden := map[string][]string{
-		"agents":  {"daemon", "quorum", "stonith", "cmd"},
-		"stonith": {"daemon", "quorum", "cmd"},
-		"quorum":  {"daemon", "agents", "cmd"},
-		"daemon":  {"cmd"},
+	raft, gossip := "github.com/hashicorp/raft", "github.com/hashicorp/memberlist"
+	// rule: what a package (and those under it without a rule of their
+	// own) must not link, even through another, and the exceptions.
+	type rule struct{ forbid, allow []string }
+	rules := map[string]rule{
+		"agents":            {forbid: []string{"daemon", "quorum", "stonith", "cmd", "harness"}},
+		"stonith":           {forbid: []string{"daemon", "quorum", "cmd", "harness"}},
+		"stonith/fencing":   {forbid: []string{"agents", "stonith", "daemon", "quorum", "cmd", "harness"}, allow: []string{"stonith/fencing"}},
+		"quorum":            {forbid: []string{"daemon", "agents", "stonith", "cmd", "harness"}, allow: []string{"stonith/fencing"}},
+		"daemon":            {forbid: []string{"cmd", "harness"}},
+		"daemon/tenure":     {forbid: []string{"agents", "stonith", "quorum", "daemon", "cmd", "harness"}, allow: []string{"daemon/tenure"}},
+		"daemon/tenure/sim": {forbid: []string{"cmd", "harness"}},
+		"daemon/driver":     {forbid: []string{"agents", "stonith", "daemon", "cmd", "harness"}, allow: []string{"daemon/driver", "daemon/tenure", "stonith/fencing"}},
+		"daemon/api":        {forbid: []string{"agents", "stonith", "quorum", "daemon", "cmd", "harness", raft, gossip}, allow: []string{"daemon/api", "stonith/fencing"}},
+	}
+	under := func(p, root string) bool { return p == root || strings.HasPrefix(p, root+"/") }
+	ruleOf := func(pkg string) (string, bool) {
+		best := ""
+		for r := range rules {
+			if under(pkg, r) && len(r) > len(best) {
+				best = r
+			}
+		}
+		return best, best != ""
 	}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		f := strings.SplitN(line, "|", 3)
-		pkg, doc, imports := strings.TrimPrefix(f[0], mod), f[1], strings.Split(f[2], ",")
+		pkg, doc, deps := strings.TrimPrefix(f[0], mod), f[1], strings.Split(f[2], ",")
 		if doc == "" {
 			t.Errorf("package %s has no doc comment", pkg)
 		}
-		top := strings.SplitN(pkg, "/", 2)[0]
-		for _, imp := range imports {
-			if !strings.HasPrefix(imp, mod) {
-				continue
-			}
-			dep := strings.SplitN(strings.TrimPrefix(imp, mod), "/", 2)[0]
-			for _, bad := range forbidden[top] {
-				if dep == bad {
-					t.Errorf("%s imports %s: %s must not depend on %s", pkg, imp, top, bad)
+		name, ok := ruleOf(pkg)
+		if !ok {
+			continue
+		}
+		r := rules[name]
+	deps:
+		for _, dep := range deps {
+			d, ours := strings.CutPrefix(dep, mod)
+			for _, a := range r.allow {
+				if ours && under(d, a) {
+					continue deps
 				}
+			}
+			for _, bad := range r.forbid {
+				if ours && under(d, bad) || !ours && under(dep, bad) {
+					t.Errorf("%s links %s: %s must not depend on %s", pkg, dep, name, bad)
+				}
+			}
+		}
+	}
+}
+
+// TestFencectlLinks: the CLI links the API's wire types and its client, and
+// nothing of the daemon's machinery: no engine, agent, raft, gossip or
+// state machine (Tailscale's depaware idea, as a rule instead of a list).
+func TestFencectlLinks(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "../cmd/fencectl").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const mod = "github.com/fenced/fenced/"
+	want := map[string]bool{"cmd/fencectl": true, "cmd/internal/docgen": true, "daemon/api": true, "daemon/apiclient": true, "stonith/fencing": true}
+	for _, dep := range strings.Fields(string(out)) {
+		if p, ok := strings.CutPrefix(dep, mod); ok && !want[p] {
+			t.Errorf("fencectl links %s", dep)
+		}
+		for _, bad := range []string{"github.com/hashicorp/raft", "github.com/hashicorp/memberlist", "github.com/bougou/go-ipmi",
+			"github.com/stmcginnis/gofish", "github.com/gosnmp/gosnmp", "go.etcd.io/bbolt"} {
+			if dep == bad || strings.HasPrefix(dep, bad+"/") {
+				t.Errorf("fencectl links %s", dep)
 			}
 		}
 	}

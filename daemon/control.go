@@ -245,7 +245,7 @@ func (o *observer) Stepped(before tenure.Phase, _ tenure.Event, _ []tenure.Actio
 	}
 }
 
-func (o *observer) FenceStarted(req stonith.Request) {
+func (o *observer) FenceStarted(req driver.FenceRequest) {
 	o.d.metrics.fenceStarted()
 	o.d.alertFenceStarted(req)
 }
@@ -337,10 +337,11 @@ func (c bootClock) After(dur time.Duration, f func()) func() {
 // the watchdog, the self-fence.
 type effects struct{ d *Daemon }
 
-func (e effects) Fence(s *driver.Scope, req stonith.Request, done func(fencing.Record)) {
+func (e effects) Fence(s *driver.Scope, fr driver.FenceRequest, done func(fencing.Record)) {
 	d := e.d
 	cfg := d.config()
-	req.Topology = topology(cfg, req.Target)
+	req := stonith.Request{Target: fr.Target, Action: fr.Action, Reason: fr.Reason, RequestedBy: fr.RequestedBy, Executor: fr.Executor,
+		Epoch: fr.Epoch, ID: fr.ID, Levels: fr.Levels, PowerOnly: fr.PowerOnly, TargetBoot: fr.TargetBoot, Topology: topology(cfg, fr.Target)}
 	markStorageLevels(cfg, d.registry(), req.Topology)
 	req.OnProgress = func(r fencing.Record) {
 		if _, err := d.raft.Apply(quorum.Command{Op: quorum.OpRecord, Record: &r}, d.commitTimeout()); err != nil {
@@ -435,7 +436,7 @@ func (e effects) SelfFence(reason string) bool { return e.d.opts.SelfFence(reaso
 
 // runFence runs req through the driver (commit, engine, commit) and waits
 // for its record: admin fences from the API.
-func (d *Daemon) runFence(ctx context.Context, req stonith.Request) fencing.Record {
+func (d *Daemon) runFence(ctx context.Context, req driver.FenceRequest) fencing.Record {
 	ch := make(chan fencing.Record, 1)
 	stopped := fencing.Record{Kind: fencing.KindFence, Target: req.Target, Action: req.Action, Outcome: fencing.OutcomeUnknown,
 		Error: "the daemon is stopping", Started: time.Now(), Finished: time.Now()}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fenced/fenced/agents"
 	"github.com/fenced/fenced/daemon/config"
+	"github.com/fenced/fenced/daemon/driver"
 	"github.com/fenced/fenced/daemon/unfence"
 	"github.com/fenced/fenced/quorum"
 	"github.com/fenced/fenced/stonith"
@@ -174,7 +175,7 @@ func (d *Daemon) adminLocal(ctx context.Context, method string, req AdminRequest
 		if len(topology(d.config(), req.Node)) == 0 {
 			return nil, &userError{fmt.Errorf("node %s has no fence devices configured", req.Node)}
 		}
-		rec := d.runFence(ctx, stonith.Request{Target: req.Node, Action: action, Reason: req.Reason, RequestedBy: req.RequestedBy})
+		rec := d.runFence(ctx, driver.FenceRequest{Target: req.Node, Action: action, Reason: req.Reason, RequestedBy: req.RequestedBy})
 		return json.Marshal(rec)
 	case fwdConfirm:
 		for _, m := range d.members.Members() {

@@ -33,7 +33,6 @@ import (
 
 	"github.com/fenced/fenced/daemon/tenure"
 	"github.com/fenced/fenced/quorum"
-	"github.com/fenced/fenced/stonith"
 	"github.com/fenced/fenced/stonith/fencing"
 )
 
@@ -93,7 +92,7 @@ type Clock interface {
 type Effects interface {
 	// Fence runs req through the fencing engine (power off or on, read
 	// back); done gets the record of what happened. It commits nothing.
-	Fence(s *Scope, req stonith.Request, done func(fencing.Record))
+	Fence(s *Scope, req FenceRequest, done func(fencing.Record))
 	// Start starts the storage (the resource group) with epoch as its
 	// token; previous is the former holder.
 	Start(s *Scope, epoch uint64, previous string, done func(err error))
@@ -131,12 +130,33 @@ type Observer interface {
 	// before the step's actions run.
 	Stepped(before tenure.Phase, ev tenure.Event, acts []tenure.Action, m *tenure.Machine)
 	// FenceStarted and FenceDone bracket every fence this node runs.
-	FenceStarted(req stonith.Request)
+	FenceStarted(req FenceRequest)
 	FenceDone(rec fencing.Record)
 	// Ineligible records (reason != "") or clears why this node may not
 	// take primacy, for one of the driver's sources (SourceProbe,
 	// SourceUnfence); Env.Ineligible reports them back.
 	Ineligible(source, reason string)
+}
+
+// FenceRequest is a fence the driver runs: the fencing engine's request
+// (stonith.Request) without the topology, which the Effects know.
+type FenceRequest struct {
+	Target string
+	// Action is fencing.ActionOff, ActionReboot or ActionOn.
+	Action      string
+	Reason      string
+	RequestedBy string
+	Executor    string
+	Epoch       uint64
+	// ID is the history record's, once committed.
+	ID uint64
+	// Levels, for an unfence, are the 1-based levels to run (nil: all).
+	Levels []int
+	// PowerOnly: only levels that remove the node's power may confirm it
+	// (the node is unclean).
+	PowerOnly bool
+	// TargetBoot is the boot the target may run the group in.
+	TargetBoot string
 }
 
 // Config is what a driver knows of its node and cluster.
@@ -438,7 +458,7 @@ func (d *Driver) act(a tenure.Action) {
 				return
 			}
 			n := a.Targets[i]
-			d.Fence(s, stonith.Request{Target: n, Action: fencing.ActionOff, Reason: a.Reason,
+			d.Fence(s, FenceRequest{Target: n, Action: fencing.ActionOff, Reason: a.Reason,
 				RequestedBy: self + " (takeover)", Epoch: a.Epoch}, func(rec fencing.Record) {
 				if rec.Outcome != fencing.OutcomeSuccess {
 					failed[n] = fmt.Sprintf("fence %s: %s: %s", n, rec.Outcome, rec.Error)
@@ -627,7 +647,7 @@ func (d *Driver) leaseBound(s *Scope, former string, done func(tenure.Time, bool
 // still leads. done gets the record; its outcome is success only when the
 // engine confirmed the action by read-back and the result was committed.
 // Admin fences (fencectl fence, unfence) come through here too.
-func (d *Driver) Fence(s *Scope, req stonith.Request, done func(fencing.Record)) {
+func (d *Driver) Fence(s *Scope, req FenceRequest, done func(fencing.Record)) {
 	log := d.env.Log
 	req.Executor = d.cfg.Machine.Self
 	if req.Epoch == 0 {

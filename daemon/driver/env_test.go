@@ -13,7 +13,6 @@ import (
 
 	"github.com/fenced/fenced/daemon/tenure"
 	"github.com/fenced/fenced/quorum"
-	"github.com/fenced/fenced/stonith"
 	"github.com/fenced/fenced/stonith/fencing"
 )
 
@@ -49,7 +48,7 @@ type world struct {
 	exits    []string
 	kicks    int
 	boots    map[string]string // what each node advertised
-	fences   []stonith.Request // what the engine was asked
+	fences   []FenceRequest    // what the engine was asked
 }
 
 type wtimer struct {
@@ -178,7 +177,7 @@ func (c wclock) After(d time.Duration, f func()) (stop func()) { return c.w.afte
 
 type weffects struct{ w *world }
 
-func (e weffects) Fence(_ *Scope, req stonith.Request, done func(fencing.Record)) {
+func (e weffects) Fence(_ *Scope, req FenceRequest, done func(fencing.Record)) {
 	e.w.fences = append(e.w.fences, req)
 	e.w.after(10*time.Millisecond, func() {
 		done(fencing.Record{ID: req.ID, Kind: fencing.KindFence, Target: req.Target, Action: req.Action, Epoch: req.Epoch,
@@ -227,7 +226,7 @@ func (e weffects) Unfence(_ *Scope, done func(fencing.Record, bool)) {
 type wobs struct{ w *world }
 
 func (o wobs) Stepped(tenure.Phase, tenure.Event, []tenure.Action, *tenure.Machine) {}
-func (o wobs) FenceStarted(stonith.Request)                                         {}
+func (o wobs) FenceStarted(FenceRequest)                                            {}
 func (o wobs) FenceDone(fencing.Record)                                             {}
 func (o wobs) Ineligible(source, reason string) {
 	if reason == "" {

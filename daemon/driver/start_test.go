@@ -9,7 +9,6 @@ import (
 
 	"github.com/fenced/fenced/daemon/tenure"
 	"github.com/fenced/fenced/quorum"
-	"github.com/fenced/fenced/stonith"
 	"github.com/fenced/fenced/stonith/fencing"
 )
 
@@ -219,7 +218,7 @@ func TestFenceRecordsBootAndPowerOnlyForUnclean(t *testing.T) {
 	w.commit(quorum.Command{Op: quorum.OpUnclean, Node: "b", Epoch: 1, Reason: "stop failed"})
 	var recs []fencing.Record
 	for _, n := range []string{"b", "c"} {
-		w.drv.Fence(NewScope(context.Background()), stonith.Request{Target: n, Action: fencing.ActionOff}, func(r fencing.Record) { recs = append(recs, r) })
+		w.drv.Fence(NewScope(context.Background()), FenceRequest{Target: n, Action: fencing.ActionOff}, func(r fencing.Record) { recs = append(recs, r) })
 	}
 	w.run(time.Second)
 	if len(w.fences) != 2 || !w.fences[0].PowerOnly || w.fences[1].PowerOnly {

@@ -9,7 +9,6 @@ import (
 	"github.com/fenced/fenced/daemon/driver"
 	"github.com/fenced/fenced/daemon/tenure"
 	"github.com/fenced/fenced/daemon/watchdog"
-	"github.com/fenced/fenced/stonith"
 	"github.com/fenced/fenced/stonith/fencing"
 )
 
@@ -18,7 +17,7 @@ import (
 // its storage, its watchdog and its reset.
 type simEffects struct{ p *proc }
 
-func (e simEffects) Fence(s *driver.Scope, req stonith.Request, done func(fencing.Record)) {
+func (e simEffects) Fence(s *driver.Scope, req driver.FenceRequest, done func(fencing.Record)) {
 	p, w := e.p, e.p.w
 	started := w.wall()
 	tn := w.node(req.Target)

@@ -8,7 +8,6 @@ import (
 	"github.com/fenced/fenced/daemon/driver"
 	"github.com/fenced/fenced/daemon/tenure"
 	"github.com/fenced/fenced/quorum"
-	"github.com/fenced/fenced/stonith"
 	"github.com/fenced/fenced/stonith/fencing"
 )
 
@@ -163,7 +162,7 @@ func (w *World) inject(i int, f Fault) {
 		if q == nil || q.n == n {
 			return // the API refuses: the leader hands over first, and the admin retries
 		}
-		q.drv.Fence(driver.NewScope(context.Background()), stonith.Request{Target: n.name, Action: fencing.ActionOff,
+		q.drv.Fence(driver.NewScope(context.Background()), driver.FenceRequest{Target: n.name, Action: fencing.ActionOff,
 			Reason: "fenced by the admin", RequestedBy: "admin"}, func(fencing.Record) {})
 	}
 }

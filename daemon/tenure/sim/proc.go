@@ -13,7 +13,6 @@ import (
 	"github.com/fenced/fenced/daemon/driver"
 	"github.com/fenced/fenced/daemon/tenure"
 	"github.com/fenced/fenced/quorum"
-	"github.com/fenced/fenced/stonith"
 	"github.com/fenced/fenced/stonith/fencing"
 )
 
@@ -426,5 +425,5 @@ func (p *proc) ineligible() string {
 	return strings.Join(why, "; ")
 }
 
-func (o simObserver) FenceStarted(stonith.Request) {}
-func (o simObserver) FenceDone(fencing.Record)     {}
+func (o simObserver) FenceStarted(driver.FenceRequest) {}
+func (o simObserver) FenceDone(fencing.Record)         {}
