@@ -248,8 +248,12 @@ type Param struct {
 	Required bool
 	// Secret parameters are never logged, printed or put on a command line.
 	Secret bool
-	// Deprecated names still accepted for this parameter (fence-agents aliases).
+	// Deprecated names still accepted for this parameter (fence-agents
+	// aliases). Resolve moves a value given under one to Name.
 	Aliases []string
+	// Precedence says which value counts when the parameter is given
+	// under more than one of its names (FirstGiven unless set).
+	Precedence Precedence
 }
 
 // Kind is a registered agent type.

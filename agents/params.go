@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -135,6 +136,70 @@ func firstLine(s string) string {
 	return strings.TrimRight(s, "\r")
 }
 
+// Precedence says which value a parameter takes when it is given under more
+// than one of its names, Name and then Aliases in their order.
+type Precedence int
+
+const (
+	// FirstGiven: the first name given, even with an empty value (an
+	// empty ip is an empty ip, not a cue to read ipaddr).
+	FirstGiven Precedence = iota
+	// FirstNonEmpty: the first name given a value; empty when every name
+	// given is empty.
+	FirstNonEmpty
+	// LastGiven: the last name given (an alias over the name).
+	LastGiven
+)
+
+// target is the parameter every agent takes for its target (besides
+// nodename, a fallback some agents read on their own): plug, or port.
+var target = Param{Name: "plug", Aliases: []string{"port"}}
+
+// Resolve checks p against decl as Check does, and returns it with every
+// declared parameter under its Name alone: a value given under an alias
+// is moved to the Name, by the parameter's Precedence, and no alias is
+// left, so that an agent reads each parameter by one name. The target
+// (plug, else port: the first given) is resolved the same way unless decl
+// declares plug or port itself. Names decl does not declare are kept as
+// they are. p is not changed.
+func Resolve(p Params, decl []Param) (Params, []error) {
+	errs := Check(p, decl)
+	out := make(Params, len(p))
+	for name, v := range p {
+		out[name] = v
+	}
+	own := false
+	for _, d := range decl {
+		resolve(p, out, d)
+		own = own || d.Name == target.Name || slices.Contains(target.Aliases, d.Name)
+	}
+	if !own {
+		resolve(p, out, target)
+	}
+	return out, errs
+}
+
+// resolve sets out[d.Name] from d's names in p, and deletes its aliases.
+func resolve(p, out Params, d Param) {
+	var v string
+	given := false
+	for _, name := range append([]string{d.Name}, d.Aliases...) {
+		w, ok := p[name]
+		if !ok {
+			continue
+		}
+		switch {
+		case !given, d.Precedence == LastGiven, d.Precedence == FirstNonEmpty && v == "":
+			v = w
+		}
+		given = true
+		delete(out, name)
+	}
+	if given {
+		out[d.Name] = v
+	}
+}
+
 // Check verifies p against the declared parameters: required ones present
 // (a secret counts as present through its _file or _script form), no unknown
 // names. It reports every problem at once.
@@ -163,8 +228,8 @@ func Check(p Params, decl []Param) []error {
 // (counting aliases, the _file and _script forms of secrets, and the
 // target and action names every agent takes).
 func Undeclared(p Params, decl []Param) []string {
-	known := map[string]bool{"action": true, "nodename": true, "plug": true, "port": true}
-	for _, d := range decl {
+	known := map[string]bool{"action": true, "nodename": true}
+	for _, d := range append([]Param{target}, decl...) {
 		known[d.Name] = true
 		for _, a := range d.Aliases {
 			known[a] = true

@@ -145,9 +145,11 @@ func Main(ctx context.Context, reg *agents.Registry, name string, args []string,
 // paramsFor asks an OpenParams kind for its whole parameter set given its
 // own parameters; on error it returns the kind's own ones with the error.
 func paramsFor(k *agents.Kind, p agents.Params) ([]agents.Param, error) {
+	// Errors are for later: the rest of p is the program's to judge.
+	resolved, _ := agents.Resolve(p, k.Params)
 	own := agents.Params{}
 	for _, d := range k.Params {
-		if v, ok := p.Get(d.Name, d.Aliases...); ok {
+		if v, ok := resolved[d.Name]; ok {
 			own[d.Name] = v
 		}
 	}

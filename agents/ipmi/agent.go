@@ -18,6 +18,7 @@ import (
 	"github.com/bougou/go-ipmi/pkg/types"
 
 	"github.com/fenced/fenced/agents"
+	"github.com/fenced/fenced/agents/keep"
 )
 
 func init() {
@@ -42,20 +43,18 @@ func Kind() agents.Kind {
 // The agent holds at most one authenticated session, opened by the first
 // operation that needs one and reused by the next, until Close (a fence is
 // then a command and its read-back, not a login each time). Operations on
-// the held session take turns; a keep-alive yields to an operation. When
+// the held session take turns; a keep-alive yields to an operation (both
+// through agents/keep, as redfish's). When
 // the held session does not answer (the BMC restarted, or expired it), the
 // operation drops it and runs again on a new one: a held session is never
 // trusted for a result. Kept long (the health monitor's agent, see
 // agents.Keeper), Check logs in anew on every check and keeps that session
 // in place of the old one, so a changed password shows at the next check.
 type Agent struct {
-	cfg *config
-	log *slog.Logger
-	est *estimator
-
-	mu     sync.Mutex
-	held   *session
-	closed bool
+	cfg  *config
+	log  *slog.Logger
+	est  *estimator
+	held keep.Slot[*session]
 }
 
 var (
@@ -77,7 +76,7 @@ func New(p agents.Params, log *slog.Logger) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ipmi: %w", err)
 	}
-	return &Agent{cfg: cfg, log: log.With("addr", cfg.addr()), est: newEstimator(cfg.commandTimeout)}, nil
+	return &Agent{cfg: cfg, log: log.With("addr", cfg.addr()), est: newEstimator(cfg.commandTimeout), held: keep.NewSlot[*session]()}, nil
 }
 
 // Status reads the chassis power state.
@@ -179,9 +178,9 @@ func (a *Agent) Check(ctx context.Context, keep bool) error {
 		a.drop()
 		return nil
 	}
-	s.busy <- struct{}{}
+	s.TryTake()
 	a.swapIn(ctx, s, nil)
-	s.give()
+	s.release()
 	return nil
 }
 
@@ -190,70 +189,51 @@ func (a *Agent) Check(ctx context.Context, keep bool) error {
 // ID is answered even when the old session is no longer valid on the BMC,
 // and frees its slot at once. owned is the session the caller has taken
 // and found dead; if another has been swapped in meanwhile, s is not held
-// (give closes it) and only owned is closed.
+// (release closes it) and only owned is closed.
 func (a *Agent) swapIn(ctx context.Context, s, owned *session) {
-	a.mu.Lock()
-	old := a.held
-	switch {
-	case a.closed, owned != nil && old != owned:
-		s.private = true
-		old = owned
-	default:
-		a.held, s.private = s, false
+	old := owned
+	if owned == nil {
+		var held bool
+		old, held = a.held.Swap(s)
+		s.private = !held
+	} else {
+		s.private = !a.held.CompareAndSwap(owned, s)
 	}
-	a.mu.Unlock()
 	if old == nil || old == s {
 		return
 	}
-	if old != owned {
-		// An operation may be using it: let it finish.
-		select {
-		case old.busy <- struct{}{}:
-			defer func() { <-old.busy }()
-		case <-ctx.Done():
+	closeOld := func() {
+		var id uint32
+		if old.conn != nil {
+			id = old.conn.sessionID()
+		}
+		old.close(ctx, false)
+		if id == 0 {
+			return
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*a.est.rto())
+		defer cancel()
+		if _, err := s.c.CloseSession(cctx, &app.CloseSessionRequest{SessionID: id}); err != nil {
+			a.log.Debug("ipmi close the replaced session", "session_id", id, "err", err)
 		}
 	}
-	var id uint32
-	if old.conn != nil {
-		id = old.conn.sessionID()
-	}
-	old.close(ctx, false)
-	if id == 0 {
+	if old != owned {
+		// An operation may be using it: let it finish.
+		old.Retire(ctx, closeOld)
 		return
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*a.est.rto())
-	defer cancel()
-	if _, err := s.c.CloseSession(cctx, &app.CloseSessionRequest{SessionID: id}); err != nil {
-		a.log.Debug("ipmi close the replaced session", "session_id", id, "err", err)
-	}
+	closeOld()
 }
 
 // KeepAlive asks Get Device ID on the held session; an operation that needs
-// the session cancels it.
+// the session cancels it. A held session that does not answer is kept: the
+// check that follows replaces it if a new session can be opened (see
+// withSession).
 func (a *Agent) KeepAlive(ctx context.Context) error {
-	a.mu.Lock()
-	s := a.held
-	a.mu.Unlock()
-	if s == nil || !s.tryTake() {
-		return nil
-	}
-	kctx, cancel := context.WithCancel(ctx)
-	s.setYield(cancel)
-	err := s.deviceID(kctx)
-	s.setYield(nil)
-	yielded := kctx.Err() != nil && ctx.Err() == nil
-	cancel()
-	switch {
-	case err == nil, yielded:
-		s.give()
-		return nil
-	case ctx.Err() != nil:
-		s.give()
+	_, err := a.held.KeepAlive(ctx, func(kctx context.Context, s *session) error { return s.deviceID(kctx) })
+	if err != nil && ctx.Err() != nil {
 		return ctx.Err()
 	}
-	// Kept: the check that follows replaces it if a new session can be
-	// opened (see withSession).
-	s.give()
 	return err
 }
 
@@ -262,11 +242,7 @@ func (a *Agent) KeepAlive(ctx context.Context) error {
 func (a *Agent) KeepAliveInterval() time.Duration { return 20 * time.Second }
 
 // Holds reports whether the agent holds a session.
-func (a *Agent) Holds() bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.held != nil
-}
+func (a *Agent) Holds() bool { return a.held.Holds() }
 
 // Drop logs out the held session, if any.
 func (a *Agent) Drop() { a.drop() }
@@ -279,29 +255,23 @@ func (a *Agent) ReportsAnswers() bool { return true }
 
 // Close logs out the held session; the agent opens no other.
 func (a *Agent) Close() error {
-	a.mu.Lock()
-	s := a.held
-	a.held, a.closed = nil, true
-	a.mu.Unlock()
-	if s != nil {
+	if s := a.held.Close(); s != nil {
 		s.retire(context.Background())
 	}
 	return nil
 }
 
-// session is one authenticated BMC session.
+// session is one authenticated BMC session. Its Lease lets one operation
+// or keep-alive use it at a time; it ends when the session is closed.
 type session struct {
+	keep.Lease
 	a      *Agent
 	c      *client.Client
 	conn   *timedConn
 	opened time.Time
 
-	busy    chan struct{} // holds one token while an operation or keep-alive uses it
-	private bool          // not held: closed when given back
-	dead    chan struct{} // closed when the session is closed
+	private bool // not held: closed when given back
 	once    sync.Once
-	mu      sync.Mutex
-	yield   func() // cancels the keep-alive using it, if one does
 }
 
 func (a *Agent) op(what string) string { return "ipmi " + a.cfg.addr() + ": " + what }
@@ -315,7 +285,7 @@ func (a *Agent) withSession(ctx context.Context, fn func(*session) error) error 
 	}
 	err = fn(s)
 	if err == nil || fresh || ctx.Err() != nil || !(agents.IsUnknown(err) || errors.Is(err, agents.ErrAuth)) {
-		s.give()
+		s.release()
 		return err
 	}
 	// No answer (or a refusal of the session itself) on a session opened
@@ -329,59 +299,40 @@ func (a *Agent) withSession(ctx context.Context, fn func(*session) error) error 
 	a.log.Info("ipmi held session failed; retrying on a new one", "session_age", time.Since(s.opened).Round(time.Millisecond), "err", err)
 	s2, err2 := a.open(ctx)
 	if err2 != nil {
-		s.give()
+		s.release()
 		return fmt.Errorf("%w (after the held session failed: %v)", err2, err)
 	}
-	s2.busy <- struct{}{}
+	s2.TryTake()
 	a.swapIn(ctx, s2, s)
-	s.give()
-	defer s2.give()
+	s.release()
+	defer s2.release()
 	return fn(s2)
 }
 
 // take returns the held session, taken for one operation (a keep-alive on
 // it is cancelled, another operation waited for), or a new session, held
 // from then on unless the agent holds another by then. fresh reports a
-// new session; private one that is not held (give closes it).
+// new session; private one that is not held (release closes it).
 func (a *Agent) take(ctx context.Context) (s *session, fresh bool, err error) {
-	for {
-		a.mu.Lock()
-		s = a.held
-		a.mu.Unlock()
-		if s == nil {
-			break
-		}
-		err := s.takeFromKeepAlive(ctx)
-		if err == nil {
-			return s, false, nil
-		}
-		if ctx.Err() != nil {
-			return nil, false, agents.Failed(a.op("session"), fmt.Errorf("waiting for the session: %w", ctx.Err()))
-		}
-		// Retired or dropped while we waited: look again.
+	s, ok, err := a.held.Take(ctx)
+	if err != nil {
+		return nil, false, agents.Failed(a.op("session"), fmt.Errorf("waiting for the session: %w", err))
+	}
+	if ok {
+		return s, false, nil
 	}
 	s, err = a.open(ctx)
 	if err != nil {
 		return nil, false, err
 	}
-	s.busy <- struct{}{}
-	a.mu.Lock()
-	if a.held == nil && !a.closed {
-		a.held = s
-	} else {
-		s.private = true
-	}
-	a.mu.Unlock()
+	s.TryTake() // new: nobody else has it
+	s.private = !a.held.CompareAndSwap(nil, s)
 	return s, true, nil
 }
 
 // drop forgets the held session and logs it out once no operation uses it.
 func (a *Agent) drop() {
-	a.mu.Lock()
-	s := a.held
-	a.held = nil
-	a.mu.Unlock()
-	if s != nil {
+	if s := a.held.Drop(); s != nil {
 		s.retire(context.Background())
 	}
 }
@@ -421,7 +372,8 @@ func (a *Agent) login(ctx context.Context, budget time.Duration) (*session, erro
 	if err != nil {
 		return nil, agents.Failed(a.op("client"), errors.New("invalid user name"))
 	}
-	s := &session{a: a, c: c, busy: make(chan struct{}, 1), dead: make(chan struct{})}
+	s := &session{a: a, c: c}
+	s.Wake = s.wake
 	// go-ipmi neither resends nor times out on its own: the session's
 	// connection does, at the BMC's pace (transport.go).
 	c.WithTimeout(noDeadline).WithRetry(0).WithMaxPrivilegeLevel(cfg.privilege).
@@ -460,95 +412,34 @@ func (a *Agent) login(ctx context.Context, budget time.Duration) (*session, erro
 	return s, nil
 }
 
-// errRetired: the session was closed while a taker waited for it.
-var errRetired = errors.New("session closed")
-
-// tryTake takes s if nobody uses it and it is open.
-func (s *session) tryTake() bool {
-	select {
-	case s.busy <- struct{}{}:
-	default:
-		return false
-	}
-	select {
-	case <-s.dead:
-		<-s.busy
-		return false
-	default:
-	}
-	s.wake()
-	return true
-}
-
-// takeFromKeepAlive takes s for an operation: a keep-alive using it is
-// cancelled; another operation is waited for.
-func (s *session) takeFromKeepAlive(ctx context.Context) error {
-	if s.tryTake() {
-		return nil
-	}
-	s.mu.Lock()
-	y := s.yield
-	s.mu.Unlock()
-	if y != nil {
-		y()
-		s.wake()
-	}
-	select {
-	case s.busy <- struct{}{}:
-	case <-s.dead:
-		return errRetired
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case <-s.dead:
-		<-s.busy
-		return errRetired
-	default:
-	}
-	s.wake()
-	return nil
-}
-
 // wake ends a wait left on the socket by an exchange nobody waits for any
 // more (go-ipmi's own keep-alive, or one given up), so that the taker's
-// requests go out at once.
+// requests go out at once. It is the session's Lease.Wake.
 func (s *session) wake() {
 	if s.conn != nil {
 		s.conn.interrupt()
 	}
 }
 
-// give returns s after use; a private session is closed.
-func (s *session) give() {
+// release gives s back after use; a private session is closed.
+func (s *session) release() {
 	if s.private {
 		s.close(context.Background(), true)
 	}
-	<-s.busy
-}
-
-func (s *session) setYield(fn func()) {
-	s.mu.Lock()
-	s.yield = fn
-	s.mu.Unlock()
+	s.Give()
 }
 
 // retire waits (within ctx) until no operation uses s, then logs it out.
 func (s *session) retire(ctx context.Context) {
-	select {
-	case s.busy <- struct{}{}:
-		defer func() { <-s.busy }()
-	case <-ctx.Done():
-	}
-	s.close(ctx, true)
+	s.Retire(ctx, func() { s.close(ctx, true) })
 }
 
 // close ends the session, once. graceful sends Close Session (bounded by a
 // few request timeouts); otherwise the socket is closed at once and the
 // BMC expires the session (it did not answer anyway).
 func (s *session) close(ctx context.Context, graceful bool) {
+	s.End()
 	s.once.Do(func() {
-		close(s.dead)
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(s.a.cfg.commandTimeout, s.a.est.rto()*3))
 		defer cancel()
 		if !graceful {

@@ -65,13 +65,11 @@ type config struct {
 
 // parseConfig validates p, reporting every problem at once.
 func parseConfig(p agents.Params, log *slog.Logger) (*config, error) {
-	var errs []error
-	errs = append(errs, agents.Check(p, params)...)
+	p, errs := agents.Resolve(p, params)
 	c := &config{pollInterval: defaultPollInterval, secrets: agents.Params{}}
 
-	c.host, _ = p.Get("ip", "ipaddr")
-	c.host = strings.TrimSpace(c.host)
-	if _, ok := p.Get("ip", "ipaddr"); ok && c.host == "" {
+	c.host = strings.TrimSpace(p["ip"])
+	if _, ok := p["ip"]; ok && c.host == "" {
 		errs = append(errs, errors.New("parameter ip: empty"))
 	} else if strings.ContainsAny(c.host, " /\t\n") {
 		errs = append(errs, fmt.Errorf("parameter ip: %q is not a host name or address", c.host))
@@ -82,18 +80,13 @@ func parseConfig(p agents.Params, log *slog.Logger) (*config, error) {
 	} else if c.port < 1 || c.port > 65535 {
 		errs = append(errs, fmt.Errorf("parameter ipport: %d is not a port number", c.port))
 	}
-	c.username, _ = p.Get("username", "login")
+	c.username = p["username"]
 	if len(c.username) > 16 {
 		errs = append(errs, fmt.Errorf("parameter username: longer than 16 characters"))
 	}
 	for _, name := range []string{"password", "password_file", "password_script"} {
 		if v, ok := p[name]; ok {
 			c.secrets[name] = v
-		}
-	}
-	if v, ok := p["passwd"]; ok {
-		if _, dup := c.secrets["password"]; !dup {
-			c.secrets["password"] = v
 		}
 	}
 	if c.lanplus, err = p.Bool("lanplus", true); err != nil {

@@ -8,6 +8,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/fenced/fenced/agents/rtt"
 )
 
 // Per-request timeouts that follow the BMC's latency.
@@ -18,16 +20,16 @@ import (
 // answered in time), too long for a dead one. So the agent hands go-ipmi a
 // UDP connection of its own (go-ipmi's proxy hook), which times every
 // request, keeps a smoothed round-trip time and its variation as TCP does
-// (RFC 6298), and resends a request that has no answer after the derived
-// timeout, doubling the wait each time, command_retries times before it
-// gives up. Until the BMC has answered once the timeout is command_timeout;
-// afterwards it is srtt + 4·rttvar (at least srtt/4 over srtt), between a
-// floor (rtoFloor, or command_timeout if that is lower) and a ceiling
-// (rtoCeiling, or command_timeout if that is higher). A BMC that answered
-// in 1 ms is given up after 0.2 + 0.4 + 0.8 s; one that answers in 5 s is
-// waited for. A reply to a request that was resent may answer any of its
-// copies: its time since the first copy is taken as the sample (an upper
-// bound), so a slow BMC is learnt from its first answer.
+// (RFC 6298, agents/rtt), and resends a request that has no answer after
+// the derived timeout, doubling the wait each time, command_retries times
+// before it gives up. Until the BMC has answered once the timeout is
+// command_timeout; afterwards it is srtt + 4·rttvar (at least srtt/4 over
+// srtt), between a floor (rtoFloor, or command_timeout if that is lower)
+// and a ceiling (rtoCeiling, or command_timeout if that is higher). A BMC
+// that answered in 1 ms is given up after 0.2 + 0.4 + 0.8 s; one that
+// answers in 5 s is waited for. A reply to a request that was resent may
+// answer any of its copies: its time since the first copy is taken as the
+// sample (an upper bound), so a slow BMC is learnt from its first answer.
 const (
 	rtoFloor   = 200 * time.Millisecond
 	rtoCeiling = 10 * time.Second
@@ -45,15 +47,13 @@ var errNoReply = errors.New("no reply from the BMC")
 // keep-alive an operation took the session from).
 var errInterrupted = errors.New("request given up for another")
 
-// estimator is one BMC's round-trip time, shared by every session of an
-// agent.
+// estimator is one BMC's round-trip time (agents/rtt), shared by every
+// session of an agent, with the bounds of its request timeout: IPMI over
+// UDP resends a request that has no answer, so the timeout is RFC 6298's
+// retransmission timeout.
 type estimator struct {
 	initial, floor, ceiling time.Duration
-
-	mu      sync.Mutex
-	srtt    time.Duration
-	rttvar  time.Duration
-	samples int
+	rtt                     rtt.Estimator
 }
 
 func newEstimator(commandTimeout time.Duration) *estimator {
@@ -61,41 +61,17 @@ func newEstimator(commandTimeout time.Duration) *estimator {
 }
 
 // sample adds one measured round trip.
-func (e *estimator) sample(r time.Duration) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.samples == 0 {
-		e.srtt, e.rttvar = r, r/2
-	} else {
-		d := e.srtt - r
-		if d < 0 {
-			d = -d
-		}
-		e.rttvar = (3*e.rttvar + d) / 4
-		e.srtt = (7*e.srtt + r) / 8
-	}
-	e.samples++
-}
+func (e *estimator) sample(r time.Duration) { e.rtt.Sample(r) }
 
 // rto is the current per-request timeout.
 func (e *estimator) rto() time.Duration {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.rtoLocked()
-}
-
-func (e *estimator) rtoLocked() time.Duration {
-	if e.samples == 0 {
-		return e.initial
-	}
-	return min(max(e.srtt+max(4*e.rttvar, e.srtt/4), e.floor), e.ceiling)
+	return e.rtt.Estimate().Retransmit(e.initial, e.floor, e.ceiling)
 }
 
 // roundTrip returns srtt and the timeout; ok once a sample was taken.
-func (e *estimator) roundTrip() (rtt, rto time.Duration, ok bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.srtt, e.rtoLocked(), e.samples > 0
+func (e *estimator) roundTrip() (srtt, rto time.Duration, ok bool) {
+	est := e.rtt.Estimate()
+	return est.SRTT, est.Retransmit(e.initial, e.floor, e.ceiling), est.Answered()
 }
 
 // dialer gives go-ipmi a timedConn for its session's socket.

@@ -40,7 +40,8 @@ var params = []agents.Param{
 	{Name: "snmp_version", Description: "SNMP version: 1, 2c or 3", Type: "string", Default: "1"},
 	{Name: "community", Description: "SNMP v1/v2c community (community_file reads it from a file)", Type: "string", Default: "private", Secret: true},
 	{Name: "username", Description: "SNMPv3 user", Type: "string", Aliases: []string{"login"}},
-	{Name: "password", Description: "SNMPv3 authentication passphrase", Type: "string", Secret: true, Aliases: []string{"passwd"}},
+	// passwd, when given with password, wins (as it always has here).
+	{Name: "password", Description: "SNMPv3 authentication passphrase", Type: "string", Secret: true, Aliases: []string{"passwd"}, Precedence: agents.LastGiven},
 	{Name: "snmp_sec_level", Description: "SNMPv3 security level: noAuthNoPriv, authNoPriv or authPriv (default from the secrets given)", Type: "string"},
 	{Name: "snmp_auth_prot", Description: "SNMPv3 authentication protocol: MD5, SHA, SHA224, SHA256, SHA384, SHA512", Type: "string", Default: "SHA"},
 	{Name: "snmp_priv_prot", Description: "SNMPv3 privacy protocol: DES, AES, AES192, AES256", Type: "string", Default: "AES"},
@@ -107,7 +108,8 @@ func parseConfig(p agents.Params) (config, error) {
 	var cfg config
 	var errs []error
 	bad := func(err error) { errs = append(errs, err) }
-	for _, e := range agents.Check(p, params) {
+	p, perrs := agents.Resolve(p, params)
+	for _, e := range perrs {
 		bad(e)
 	}
 
@@ -119,14 +121,14 @@ func parseConfig(p agents.Params) (config, error) {
 	} else {
 		port = v
 	}
-	ips, _ := p.Get("ip", "ipaddr")
+	ips := p["ip"]
 	var hosts []string
 	for _, h := range strings.Split(ips, ",") {
 		if h = strings.TrimSpace(h); h != "" {
 			hosts = append(hosts, h)
 		}
 	}
-	plugs, _ := p.Get("plug", "port")
+	plugs := p["plug"]
 	if plugs == "" {
 		plugs = p["nodename"]
 	}
@@ -199,24 +201,17 @@ func parseConfig(p agents.Params) (config, error) {
 		bad(fmt.Errorf("parameter snmp_version: %q is not 1, 2c or 3", v))
 	}
 
-	has := func(name string, aliases ...string) bool {
-		for _, n := range append([]string{name}, aliases...) {
-			if p[n] != "" || p[n+"_file"] != "" || p[n+"_script"] != "" {
-				return true
-			}
-		}
-		return false
+	has := func(name string) bool {
+		return p[name] != "" || p[name+"_file"] != "" || p[name+"_script"] != ""
 	}
 	cfg.secretSources = agents.Params{}
 	for _, d := range params {
 		if !d.Secret {
 			continue
 		}
-		for _, n := range append([]string{d.Name}, d.Aliases...) {
-			for _, suffix := range []string{"", "_file", "_script"} {
-				if v, ok := p[n+suffix]; ok {
-					cfg.secretSources[d.Name+suffix] = v
-				}
+		for _, suffix := range []string{"", "_file", "_script"} {
+			if v, ok := p[d.Name+suffix]; ok {
+				cfg.secretSources[d.Name+suffix] = v
 			}
 		}
 		if f := cfg.secretSources[d.Name+"_file"]; f != "" {
@@ -227,7 +222,7 @@ func parseConfig(p agents.Params) (config, error) {
 	}
 
 	if cfg.version == gosnmp.Version3 {
-		user, _ := p.Get("username", "login")
+		user := p["username"]
 		cfg.username = user
 		if user == "" {
 			bad(errors.New("parameter username: required with snmp_version 3"))
@@ -237,7 +232,7 @@ func parseConfig(p agents.Params) (config, error) {
 			switch {
 			case has("snmp_priv_passwd"):
 				level = "authPriv"
-			case has("password", "passwd"):
+			case has("password"):
 				level = "authNoPriv"
 			default:
 				level = "noAuthNoPriv"
@@ -253,7 +248,7 @@ func parseConfig(p agents.Params) (config, error) {
 		default:
 			bad(fmt.Errorf("parameter snmp_sec_level: %q is not noAuthNoPriv, authNoPriv or authPriv", level))
 		}
-		if cfg.secLevel&gosnmp.AuthNoPriv != 0 && !has("password", "passwd") {
+		if cfg.secLevel&gosnmp.AuthNoPriv != 0 && !has("password") {
 			bad(fmt.Errorf("parameter password: required with snmp_sec_level %s", level))
 		}
 		if cfg.secLevel == gosnmp.AuthPriv && !has("snmp_priv_passwd") {

@@ -14,6 +14,8 @@ import (
 	"github.com/stmcginnis/gofish/schemas"
 
 	"github.com/fenced/fenced/agents"
+	"github.com/fenced/fenced/agents/keep"
+	"github.com/fenced/fenced/agents/rtt"
 )
 
 func init() {
@@ -42,13 +44,12 @@ type Agent struct {
 	cfg  *config
 	log  *slog.Logger
 	http *http.Client
-	lat  *latency
+	lat  *rtt.Estimator
+	held keep.Slot[*session] // the session a check kept (warm.go)
 
 	mu        sync.Mutex
 	root      *rootLinks // read once, then reused
 	systemURI string     // discovered once, then reused
-	held      *session   // the session a check kept (warm.go)
-	closed    bool
 	// sessionTimeout is the BMC's SessionService.SessionTimeout; 0 not
 	// asked yet, negative not said.
 	sessionTimeout time.Duration
@@ -73,18 +74,14 @@ func New(p agents.Params, log *slog.Logger) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redfish: %w", err)
 	}
-	a := &Agent{cfg: cfg, log: log.With("addr", cfg.addr), http: cfg.httpClient(), lat: &latency{}}
+	a := &Agent{cfg: cfg, log: log.With("addr", cfg.addr), http: cfg.httpClient(), lat: &rtt.Estimator{}, held: keep.NewSlot[*session]()}
 	a.http.Transport = &timing{next: a.http.Transport, lat: a.lat}
 	return a, nil
 }
 
 // Close logs out the held session and drops idle connections to the BMC.
 func (a *Agent) Close() error {
-	a.mu.Lock()
-	s := a.held
-	a.held, a.closed = nil, true
-	a.mu.Unlock()
-	if s != nil {
+	if s := a.held.Close(); s != nil {
 		s.retire(context.Background())
 	}
 	a.http.CloseIdleConnections()
@@ -97,12 +94,13 @@ func (a *Agent) op(name string) string { return "redfish " + a.cfg.addr + ": " +
 // always logs out. A failure to log in is classified here: nothing was
 // sent, so it is a failure.
 func (a *Agent) withSession(ctx context.Context, name string, fn func(s *session) error) error {
-	held, err := a.takeHeld(ctx)
+	held, ok, err := a.held.Take(ctx)
 	if err != nil {
 		return agents.Failed(a.op(name), fmt.Errorf("waiting for the session: %w", err))
 	}
-	if held != nil {
-		defer held.give()
+	if ok {
+		held.relogged = false
+		defer held.Give()
 		return fn(held)
 	}
 	s, err := a.open(ctx)

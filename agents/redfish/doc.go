@@ -1,8 +1,9 @@
 // Package redfish is the Redfish fence agent, built on gofish. It fences one
 // ComputerSystem of a BMC (iDRAC, iLO, XCC, OpenBMC, ...):
 //
-//   - one Redfish session per operation, always logged out (Basic auth
-//     optional); HTTPS verified against the system roots or ca_file,
+//   - the session a device check holds open (agents.Keeper, package keep),
+//     else one Redfish session per operation, always logged out (Basic
+//     auth optional); HTTPS verified against the system roots or ca_file,
 //     ssl_insecure only by choice and with a warning;
 //   - the system is systems_uri, else the plug, else the BMC's only system;
 //   - the ResetType comes from what the BMC allows (the action's

@@ -72,23 +72,20 @@ type config struct {
 }
 
 func parseConfig(p agents.Params, log *slog.Logger) (*config, error) {
-	errs := agents.Check(p, params)
+	p, errs := agents.Resolve(p, params)
 	cfg := &config{}
-	ip, _ := p.Get("ip", "ipaddr")
-	ip = strings.TrimSpace(ip)
+	ip := strings.TrimSpace(p["ip"])
 	if ip == "" && len(errs) == 0 {
 		errs = append(errs, errors.New("parameter ip: empty"))
 	}
-	cfg.username, _ = p.Get("username", "login")
+	cfg.username = p["username"]
 
 	// The secret: canonical names, so agents.Params.Secret finds the file or
 	// script forms; the value itself is only read when an operation runs.
 	cfg.secret = agents.Params{}
-	for _, pair := range [][2]string{{"password", "password"}, {"passwd", "password"}, {"password_file", "password_file"}, {"password_script", "password_script"}} {
-		if v, ok := p[pair[0]]; ok {
-			if _, dup := cfg.secret[pair[1]]; !dup {
-				cfg.secret[pair[1]] = v
-			}
+	for _, name := range []string{"password", "password_file", "password_script"} {
+		if v, ok := p[name]; ok {
+			cfg.secret[name] = v
 		}
 	}
 
@@ -117,16 +114,16 @@ func parseConfig(p agents.Params, log *slog.Logger) (*config, error) {
 		}
 	}
 
-	if ru, ok := p.Get("redfish_uri", "redfish-uri"); ok && strings.TrimSuffix(ru, "/") != defaultRedfishURI {
+	if ru, ok := p["redfish_uri"]; ok && strings.TrimSuffix(ru, "/") != defaultRedfishURI {
 		errs = append(errs, fmt.Errorf("parameter redfish_uri: %q: only %s is supported", ru, defaultRedfishURI))
 	}
-	if su, ok := p.Get("systems_uri", "systems-uri"); ok && su != "" {
+	if su, ok := p["systems_uri"]; ok && su != "" {
 		if !strings.HasPrefix(su, defaultRedfishURI+"/") || strings.ContainsAny(su, " ?#") {
 			errs = append(errs, fmt.Errorf("parameter systems_uri: %q: want a path like %s/Systems/ID", su, defaultRedfishURI))
 		}
 		cfg.systemsURI = strings.TrimSuffix(su, "/")
 	}
-	if plug, ok := p.Get("plug", "port"); ok {
+	if plug, ok := p["plug"]; ok {
 		cfg.plug = strings.TrimSuffix(strings.TrimSpace(plug), "/")
 	}
 

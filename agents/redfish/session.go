@@ -9,11 +9,12 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/stmcginnis/gofish"
 	"github.com/stmcginnis/gofish/schemas"
+
+	"github.com/fenced/fenced/agents/keep"
 )
 
 // maxBody bounds what we read from a BMC: a ComputerSystem is a few KB.
@@ -120,14 +121,9 @@ type session struct {
 	password string
 	relogged bool
 
-	// A held session (warm.go): busy holds one token while an operation
-	// or keep-alive uses it; dead is closed when it is retired; yield
-	// cancels the keep-alive using it.
-	busy     chan struct{}
-	dead     chan struct{}
-	deadOnce sync.Once
-	mu       sync.Mutex
-	yield    func()
+	// A held session (warm.go) is used by one operation or keep-alive at
+	// a time, and ends when it is retired.
+	keep.Lease
 
 	// From the service root, resolved on the BMC: the Systems and
 	// Sessions collections.
@@ -143,7 +139,7 @@ func (a *Agent) open(ctx context.Context) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &session{a: a, password: pw, dead: make(chan struct{})}
+	s := &session{a: a, password: pw}
 	if err := s.login(ctx); err != nil {
 		return nil, err
 	}

@@ -51,14 +51,16 @@ var Kind = agents.Kind{
 }
 
 var params = []agents.Param{
-	{Name: "ip", Description: "Switch address (IP or host name)", Type: "string", Required: true, Aliases: []string{"ipaddr"}},
+	// ip, username and fabric take the first of their names given a
+	// value: an empty ip leaves ipaddr to count (as it always has here).
+	{Name: "ip", Description: "Switch address (IP or host name)", Type: "string", Required: true, Aliases: []string{"ipaddr"}, Precedence: agents.FirstNonEmpty},
 	{Name: "ipport", Description: "Switch REST port (default 443 with ssl, 80 without)", Type: "integer"},
 	{Name: "ssl", Description: "Use HTTPS", Type: "boolean", Default: "1"},
 	{Name: "ssl_insecure", Description: "Do not verify the switch's TLS certificate", Type: "boolean", Default: "0"},
 	{Name: "ca_file", Description: "PEM file of CA certificates to verify the switch with", Type: "string"},
-	{Name: "username", Description: "Switch user (needs zoning admin rights)", Type: "string", Required: true, Aliases: []string{"login"}},
+	{Name: "username", Description: "Switch user (needs zoning admin rights)", Type: "string", Required: true, Aliases: []string{"login"}, Precedence: agents.FirstNonEmpty},
 	{Name: "password", Description: "Switch password (or password_file, password_script)", Type: "string", Required: true, Secret: true, Aliases: []string{"passwd"}},
-	{Name: "fabric", Description: "Switch family: brocade", Type: "string", Default: "brocade", Aliases: []string{"vendor"}},
+	{Name: "fabric", Description: "Switch family: brocade", Type: "string", Default: "brocade", Aliases: []string{"vendor"}, Precedence: agents.FirstNonEmpty},
 	{Name: "vfid", Description: "Virtual fabric ID (FOS vf-id) on a VF-enabled switch", Type: "integer"},
 	{Name: "zoning_timeout", Description: "Seconds to wait for the effective configuration to show the change", Type: "second", Default: "30"},
 	{Name: "conflict_retries", Description: "How often to retry after a checksum mismatch (another admin changed the zoning)", Type: "integer", Default: "3"},
@@ -91,10 +93,10 @@ func newAgent(p agents.Params, log *slog.Logger) (agents.Agent, error) {
 // New validates p (every problem at once) and builds the agent without
 // touching the network.
 func New(p agents.Params, log *slog.Logger) (*Agent, error) {
-	errs := agents.Check(p, params)
+	p, errs := agents.Resolve(p, params)
 	var c config
-	c.host = strings.TrimSpace(p.String("ip", p.String("ipaddr", "")))
-	if _, given := p.Get("ip", "ipaddr"); given && c.host == "" {
+	c.host = strings.TrimSpace(p["ip"])
+	if _, given := p["ip"]; given && c.host == "" {
 		errs = append(errs, fmt.Errorf("parameter ip: empty"))
 	}
 	useTLS, err := p.Bool("ssl", true)
@@ -112,8 +114,8 @@ func New(p agents.Params, log *slog.Logger) (*Agent, error) {
 	if port < 1 || port > 65535 {
 		errs = append(errs, fmt.Errorf("parameter ipport: %d is not a TCP port", port))
 	}
-	c.user = p.String("username", p.String("login", ""))
-	switch f := strings.ToLower(p.String("fabric", p.String("vendor", "brocade"))); f {
+	c.user = p["username"]
+	switch f := strings.ToLower(p.String("fabric", "brocade")); f {
 	case "brocade":
 	case "cisco":
 		errs = append(errs, fmt.Errorf("parameter fabric: cisco (MDS NX-API) is not implemented yet; only brocade"))
@@ -135,7 +137,7 @@ func New(p agents.Params, log *slog.Logger) (*Agent, error) {
 	if c.retries < 0 || c.retries > 100 {
 		errs = append(errs, fmt.Errorf("parameter conflict_retries: %d is not in 0-100", c.retries))
 	}
-	if plug, ok := p.Get("plug", "port"); !ok || strings.TrimSpace(plug) == "" {
+	if plug, ok := p["plug"]; !ok || strings.TrimSpace(plug) == "" {
 		errs = append(errs, fmt.Errorf("parameter plug: required (the node's WWPNs, comma-separated, or an alias name)"))
 	} else if c.target, err = parsePlug(plug); err != nil {
 		errs = append(errs, err)
