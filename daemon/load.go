@@ -159,16 +159,12 @@ func checkFiles(cfg *config.Config, witness bool) config.Problems {
 			add(path, file+" is not an executable file")
 		}
 	}
-	hooks := func(prefix string, h config.Hooks) {
-		executable(prefix+".start", h.Start)
-		executable(prefix+".stop", h.Stop)
-		executable(prefix+".monitor", h.Monitor)
-	}
-	hooks("storage.hooks", cfg.Storage.Hooks)
+	xs := cfg.Storage.Hooks.Executables("storage.hooks")
 	for i, r := range cfg.Resources {
-		if r.Hooks != nil {
-			hooks(fmt.Sprintf("resources[%d].hooks", i), *r.Hooks)
-		}
+		xs = append(xs, r.Executables(fmt.Sprintf("resources[%d]", i))...)
+	}
+	for _, x := range xs {
+		executable(x.Path, x.File)
 	}
 	for i, a := range cfg.Alerts {
 		executable(fmt.Sprintf("alerts[%d].path", i), a.Path)

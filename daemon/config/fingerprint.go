@@ -135,17 +135,13 @@ func (c *Config) ClusterValues() map[string]string {
 		for i, r := range c.Resources {
 			rn[i] = r.Name
 			p := "resources." + r.Name
-			if r.OCF != "" {
-				set(p+".ocf", r.OCF)
+			for _, k := range r.givenKinds() {
+				if k.cluster != nil {
+					k.cluster(p, r, set)
+				}
 			}
 			if r.ChecksTokens {
 				set(p+".checks_tokens", "true")
-			}
-			if r.Mount != nil {
-				mount(p+".mount", r.Mount, set)
-			}
-			if r.Hooks != nil {
-				hooks(p+".hooks", *r.Hooks, set)
 			}
 			params(p, r.Params)
 			set(p+".monitor_interval", r.MonitorInterval.String())

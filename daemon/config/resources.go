@@ -64,22 +64,13 @@ type ResourceTimeouts struct {
 	Monitor Duration `yaml:"monitor,omitempty"`
 }
 
-// Kind is "ocf", "mount" or "hooks" ("" when none or several are set).
+// Kind is "ocf", "mount" or "hooks" (one of ResourceKinds; "" when none or
+// several are set).
 func (r Resource) Kind() string {
-	var kinds []string
-	if r.OCF != "" {
-		kinds = append(kinds, "ocf")
+	if k := r.kind(); k != nil {
+		return k.name
 	}
-	if r.Mount != nil {
-		kinds = append(kinds, "mount")
-	}
-	if r.Hooks != nil {
-		kinds = append(kinds, "hooks")
-	}
-	if len(kinds) != 1 {
-		return ""
-	}
-	return kinds[0]
+	return ""
 }
 
 // AllParams are Params and NodeParams together: what the agent is given.
@@ -113,7 +104,7 @@ func (c *Config) TokenChecks() (storage, unchecked bool) {
 		return c.Storage.ChecksTokens, false
 	}
 	for _, r := range c.Resources {
-		if r.ChecksTokens || c.Storage.ChecksTokens && (r.Kind() == "mount" || r.Kind() == "hooks") {
+		if c.checksTokens(r) {
 			storage = true
 		} else {
 			unchecked = true
@@ -126,11 +117,22 @@ func (c *Config) TokenChecks() (storage, unchecked bool) {
 func (c *Config) Unchecked() []string {
 	var names []string
 	for _, r := range c.Resources {
-		if !(r.ChecksTokens || c.Storage.ChecksTokens && (r.Kind() == "mount" || r.Kind() == "hooks")) {
+		if !c.checksTokens(r) {
 			names = append(names, r.Name)
 		}
 	}
 	return names
+}
+
+// checksTokens reports whether r is declared to check tokens: by its own
+// checks_tokens, or by storage.checks_tokens for a kind run through package
+// storage (a mount, hooks).
+func (c *Config) checksTokens(r Resource) bool {
+	if r.ChecksTokens {
+		return true
+	}
+	k := r.kind()
+	return c.Storage.ChecksTokens && k != nil && k.storage
 }
 
 // StorageSet reports whether the storage shorthand is used (a mount or a
@@ -181,26 +183,18 @@ func (v *validator) resources() {
 		default:
 			names[r.Name] = p
 		}
-		switch r.Kind() {
-		case "":
-			v.add(p, "give exactly one of ocf (an OCF agent PROVIDER:TYPE), mount or hooks")
-		case "ocf":
-			prov, typ, ok := strings.Cut(r.OCF, ":")
-			if !ok || !reAgentPart.MatchString(prov) || !reAgentPart.MatchString(typ) {
-				v.add(p+".ocf", "%q: want PROVIDER:TYPE, e.g. heartbeat:IPaddr2", r.OCF)
-			}
-		case "mount":
-			v.mount(p+".mount", r.Mount)
-		case "hooks":
-			v.hooks(p+".hooks", *r.Hooks)
+		if k := r.kind(); k == nil {
+			v.add(p, "%s", exactlyOneKind())
+		} else if k.validate != nil {
+			k.validate(v, p, r)
 		}
 		for _, key := range []string{"params", "node_params"} {
 			params := r.Params
 			if key == "node_params" {
 				params = r.NodeParams
 			}
-			if len(params) > 0 && r.OCF == "" {
-				v.add(p+"."+key, "%s are passed to OCF agents only", key)
+			if len(params) > 0 && !r.takesParams() {
+				v.add(p+"."+key, "%s are passed to %s only", key, paramsTakers())
 			}
 			for _, name := range sortedKeys(params) {
 				if !reEnvName.MatchString(name) {

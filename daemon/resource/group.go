@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/fenced/fenced/daemon/config"
-	"github.com/fenced/fenced/daemon/storage"
 )
 
 // States of a resource in Status.
@@ -97,11 +96,11 @@ func New(ctx context.Context, cfg *config.Config, node string, log *slog.Logger)
 		if !cfg.Storage.StorageSet() {
 			return nil, nil
 		}
-		m, err := storage.New(cfg.Storage, node, log)
+		b, err := newStorage(cfg.Storage, node, log)
 		if err != nil {
 			return nil, err
 		}
-		e := &entry{name: "storage", kind: "storage", m: storageMember{m}, interval: cfg.Storage.MonitorInterval.D(), state: StateStopped}
+		e := &entry{name: "storage", kind: "storage", m: b.m, interval: cfg.Storage.MonitorInterval.D(), state: StateStopped}
 		// As before the group existed: start and stop bounded only by the
 		// daemon's deadlines, a monitor by its interval.
 		e.timeouts.monitor = cfg.Storage.MonitorInterval.D()
@@ -124,37 +123,24 @@ func New(ctx context.Context, cfg *config.Config, node string, log *slog.Logger)
 }
 
 func newEntry(ctx context.Context, cfg *config.Config, r config.Resource, node string, log *slog.Logger) (*entry, error) {
-	e := &entry{name: r.Name, kind: r.Kind(), interval: r.MonitorInterval.D(), state: StateStopped}
-	log = log.With("resource", r.Name)
-	var advised func(string) (time.Duration, time.Duration)
-	switch r.Kind() {
-	case "ocf":
-		a, err := newOCF(ctx, cfg.OCFRoot, r, node, log)
-		if err != nil {
-			return nil, err
-		}
-		e.m, e.kind, advised = a, "ocf:"+r.OCF, a.meta.Advised
-	case "mount":
-		m, err := storage.New(config.Storage{Mount: r.Mount}, node, log)
-		if err != nil {
-			return nil, err
-		}
-		e.m = storageMember{m}
-	case "hooks":
-		m, err := storage.New(config.Storage{Hooks: *r.Hooks}, node, log)
-		if err != nil {
-			return nil, err
-		}
-		e.m = storageMember{m}
-	default:
-		return nil, errors.New("give exactly one of ocf, mount, hooks")
+	k, ok := lookupKind(r.Kind())
+	if !ok {
+		return nil, errKind()
+	}
+	b, err := k.build(ctx, cfg, r, node, log.With("resource", r.Name))
+	if err != nil {
+		return nil, err
+	}
+	e := &entry{name: r.Name, kind: k.name, m: b.m, interval: r.MonitorInterval.D(), state: StateStopped}
+	if b.label != "" {
+		e.kind = b.label
 	}
 	pick := func(configured config.Duration, action string) time.Duration {
 		if configured > 0 {
 			return configured.D()
 		}
-		if advised != nil {
-			if t, _ := advised(action); t > 0 {
+		if b.advised != nil {
+			if t, _ := b.advised(action); t > 0 {
 				return t
 			}
 		}
@@ -164,38 +150,15 @@ func newEntry(ctx context.Context, cfg *config.Config, r config.Resource, node s
 	e.timeouts.stop = pick(r.Timeouts.Stop, "stop")
 	e.timeouts.monitor = pick(r.Timeouts.Monitor, "monitor")
 	if e.interval <= 0 {
-		e.interval = config.DefaultStorageMonitorInterval
-		if advised != nil {
-			e.interval = config.DefaultOCFMonitorInterval
-			if _, iv := advised("monitor"); iv > 0 {
+		e.interval = k.defaultInterval
+		if b.advised != nil {
+			if _, iv := b.advised("monitor"); iv > 0 {
 				e.interval = iv
 			}
 		}
 	}
 	return e, nil
 }
-
-// newOCF resolves the agent and reads its meta-data.
-func newOCF(ctx context.Context, root string, r config.Resource, node string, log *slog.Logger) (*ocfAgent, error) {
-	prov, typ := r.Agent()
-	mctx, cancel := context.WithTimeout(ctx, metadataTimeout)
-	defer cancel()
-	path, meta, err := readMetadata(mctx, root, prov, typ)
-	if err != nil {
-		return nil, err
-	}
-	a := &ocfAgent{res: r.Name, agent: r.OCF, provider: prov, typ: typ, path: path, root: root, node: node,
-		params: r.AllParams(), meta: meta, log: log.With("agent", r.OCF), outputLimit: 4 << 10}
-	for k, v := range r.AllParams() {
-		if secretParam.MatchString(k) && v != "" {
-			a.secrets = append(a.secrets, v)
-		}
-	}
-	return a, nil
-}
-
-// metadataTimeout bounds one meta-data run.
-const metadataTimeout = 15 * time.Second
 
 // Len is the number of resources.
 func (g *Group) Len() int { return len(g.members) }
@@ -480,13 +443,6 @@ func (g *Group) Probe(ctx context.Context) error {
 	return nil
 }
 
-func validateTimeout(a *ocfAgent) time.Duration {
-	if t, _ := a.meta.Advised("validate-all"); t > 0 {
-		return t
-	}
-	return DefaultTimeout
-}
-
 // withTimeout is context.WithTimeout, or no limit of its own for d ≤ 0.
 func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
 	if d <= 0 {
@@ -548,23 +504,4 @@ func (g *Group) Status() []Status {
 			Failures: e.failures, LastError: e.lastErr}
 	}
 	return out
-}
-
-// storageMember runs a mount or hooks through the storage package.
-type storageMember struct{ m *storage.Manager }
-
-func (s storageMember) start(ctx context.Context, tok token) error {
-	return s.m.Start(ctx, tok.epoch, tok.previous)
-}
-
-func (s storageMember) stop(ctx context.Context, _ token) error { return s.m.Stop(ctx) }
-
-func (s storageMember) check(ctx context.Context, _ token, interval time.Duration) (bool, error) {
-	if interval == 0 {
-		return s.m.Running(ctx)
-	}
-	if err := s.m.Monitor(ctx); err != nil {
-		return false, err
-	}
-	return true, nil
 }
