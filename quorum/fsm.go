@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -225,10 +226,10 @@ func (f *FSM) State() State {
 	return f.state.Clone()
 }
 
-// View is the part of State the tenure rules read: who holds which epoch,
+// Holders is the part of State the tenure rules read: who holds which epoch,
 // whose lease may still run, who may still run the storage, who is in
 // standby. It is cheap to take (no history).
-type View struct {
+type Holders struct {
 	Epoch       uint64
 	Holder      string
 	HolderState string
@@ -245,12 +246,12 @@ type View struct {
 	Unclean     map[string]string
 }
 
-// View returns the current View.
-func (f *FSM) View() View {
+// Holders returns the current Holders.
+func (f *FSM) Holders() Holders {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	s := &f.state
-	return View{Epoch: s.Epoch, Holder: s.Holder, HolderState: s.HolderState, Previous: s.Previous, LeaseOf: s.LeaseOf, Formers: maps.Clone(s.Formers),
+	return Holders{Epoch: s.Epoch, Holder: s.Holder, HolderState: s.HolderState, Previous: s.Previous, LeaseOf: s.LeaseOf, Formers: maps.Clone(s.Formers),
 		Unconfirmed: maps.Clone(s.Unconfirmed), Standby: maps.Clone(s.Standby), Watchdogs: maps.Clone(s.Watchdogs), Timings: maps.Clone(s.Timings),
 		Boots: maps.Clone(s.Boots), Unclean: maps.Clone(s.Unclean)}
 }
@@ -288,150 +289,235 @@ func (f *FSM) Apply(l *raft.Log) any {
 	return f.apply(&c)
 }
 
+// appliers are the command handlers, one per op: what each command means and
+// what it changes lives in its handler alone.
+var appliers = map[string]func(*FSM, *Command) any{
+	OpAcquire: (*FSM).applyAcquire,
+	OpState:   (*FSM).applyState,
+	OpRelease: (*FSM).applyRelease,
+	OpRecord:  (*FSM).applyRecord,
+	OpStandby: (*FSM).applyStandby,
+	OpConfig:  (*FSM).applyConfig,
+	OpUnclean: (*FSM).applyUnclean,
+}
+
+// apply applies c (which passed Command.check) with its op's handler and
+// returns what the handler returns; an unknown op is an error. Whatever
+// the op, and whether or not the handler refused c, the timings no node
+// needs any more are dropped afterwards (pruneTimings).
 func (f *FSM) apply(c *Command) any {
 	defer f.pruneTimings()
-	s := &f.state
-	switch c.Op {
-	case OpAcquire:
-		if s.Standby[c.Node] {
-			return fmt.Errorf("acquire: %s is in standby", c.Node)
-		}
-		if s.Holder != "" && s.Holder != c.Node && s.HolderState != HolderReleased {
-			// The old primary neither released nor was fenced: its lease
-			// may still run, as may those of the formers before it (no
-			// holder has waited them out since).
-			s.LeaseOf = s.Holder
-			if s.Formers == nil {
-				s.Formers = map[string]uint64{}
-			}
-			s.Formers[s.Holder] = s.Epoch
-		} else if s.LeaseOf == c.Node {
-			s.LeaseOf = ""
-		}
-		// A node granted again ended its own earlier tenure (its daemon
-		// stopped acting before it could acquire).
-		delete(s.Formers, c.Node)
-		if s.Holder != c.Node {
-			s.Previous = s.Holder
-		}
-		s.Epoch++
-		s.Holder = c.Node
-		f.setTiming(c)
-		s.HolderState = HolderAcquiring
-		s.Reason = ""
-		s.GrantedAt = c.Time
-		return Grant{Epoch: s.Epoch, Previous: s.Previous, LeaseOf: s.LeaseOf, Formers: maps.Clone(s.Formers), Unconfirmed: maps.Clone(s.Unconfirmed)}
-	case OpState:
-		if c.Epoch != s.Epoch || c.Node != s.Holder {
-			return fmt.Errorf("%w: %s at epoch %d (current: %s at %d)", ErrStale, c.Node, c.Epoch, s.Holder, s.Epoch)
-		}
-		if c.State == HolderMounting {
-			// Safety: the mount intent is refused while another node may
-			// still run the storage.
-			for n := range s.Unconfirmed {
-				if n != c.Node {
-					return fmt.Errorf("mount intent refused: %s is not confirmed stopped", n)
-				}
-			}
-			s.Unconfirmed[c.Node] = c.Epoch
-			f.setTiming(c)
-			setOrDelete(&s.Boots, c.Node, c.Boot)
-			if c.Watchdog > 0 {
-				if s.Watchdogs == nil {
-					s.Watchdogs = map[string]time.Duration{}
-				}
-				s.Watchdogs[c.Node] = c.Watchdog
-			} else {
-				delete(s.Watchdogs, c.Node)
-			}
-		}
-		if c.State == HolderMounting || c.State == HolderMounted {
-			// The holder passed the takeover gate: every former's lease
-			// has been waited out, or the former is confirmed stopped.
-			s.LeaseOf = ""
-			s.Formers = nil
-		}
-		s.HolderState = c.State
-		s.Reason = c.Reason
-		return nil
-	case OpRelease:
-		if e, ok := s.Unconfirmed[c.Node]; ok && e <= c.Epoch {
-			f.cleared(c.Node)
-		}
-		if s.LeaseOf == c.Node {
-			s.LeaseOf = ""
-		}
-		if e, ok := s.Formers[c.Node]; ok && e <= c.Epoch {
-			delete(s.Formers, c.Node)
-		}
-		if s.Holder == c.Node && s.Epoch == c.Epoch {
-			s.HolderState = HolderReleased
-			s.Reason = c.Reason
-		}
-		f.addRecord(fencing.Record{Kind: fencing.KindRelease, Target: c.Node, Epoch: c.Epoch, Reason: c.Reason,
-			Started: c.Time, Finished: c.Time, Outcome: fencing.OutcomeSuccess, RequestedBy: c.Node, Executor: c.Node})
-		return nil
-	case OpRecord:
-		if c.Record == nil {
-			return errors.New("record: missing record")
-		}
-		r := *c.Record
-		if r.Kind == fencing.KindExpiry || r.Kind == fencing.KindWatchdog {
-			// Only the current holder, which waited the lease out itself,
-			// records that a former holder's lease (and watchdog) ended;
-			// the watchdog only for a node that advertised one.
-			if r.Executor != s.Holder || r.Epoch != s.Epoch {
-				return fmt.Errorf("record: %s of %s by %s at epoch %d refused: only the holder at the current epoch (%s at %d) may record it",
-					r.Kind, r.Target, r.Executor, r.Epoch, s.Holder, s.Epoch)
-			}
-			if r.Kind == fencing.KindWatchdog && s.Watchdogs[r.Target] <= 0 {
-				return fmt.Errorf("record: watchdog confirmation of %s refused: it advertised no armed watchdog", r.Target)
-			}
-		}
-		id := f.addRecord(r)
-		// A confirmed power-off, a manual confirmation, or a lease (and
-		// watchdog) certainly over clears the target; a fence that cut
-		// only the storage of an unclean node does not (its stop failed:
-		// what of the group does not use the storage still runs there).
-		_, unclean := s.Unclean[r.Target]
-		storageOnly := r.Kind == fencing.KindFence && r.Scope == fencing.ScopeStorage && unclean
-		if r.Outcome == fencing.OutcomeSuccess && !storageOnly && (r.Kind == fencing.KindFence && r.Action != "on" || r.Kind == fencing.KindConfirm ||
-			r.Kind == fencing.KindExpiry || r.Kind == fencing.KindWatchdog) {
-			f.cleared(r.Target)
-			if s.LeaseOf == r.Target {
-				s.LeaseOf = ""
-			}
-			delete(s.Formers, r.Target)
-			if s.Holder == r.Target && r.Target != r.Executor {
-				// The fenced node held the current epoch: it is stopped now.
-				s.HolderState = HolderReleased
-			}
-		}
-		return id
-	case OpStandby:
-		if s.Standby == nil {
-			s.Standby = map[string]bool{}
-		}
-		if c.Flag {
-			s.Standby[c.Node] = true
-		} else {
-			delete(s.Standby, c.Node)
-		}
-		return nil
-	case OpConfig:
-		s.Config = c.Config.Clone()
-		return nil
-	case OpUnclean:
-		if _, ok := s.Unconfirmed[c.Node]; !ok {
-			s.Unconfirmed[c.Node] = min(c.Epoch, s.Epoch)
-		}
-		if s.Unclean == nil {
-			s.Unclean = map[string]string{}
-		}
-		s.Unclean[c.Node] = c.Reason
-		return nil
+	h := appliers[c.Op]
+	if h == nil {
+		return fmt.Errorf("fsm: unknown op %q", c.Op)
 	}
-	return fmt.Errorf("fsm: unknown op %q", c.Op)
+	return h(f, c)
+}
+
+// applyAcquire (OpAcquire) grants primacy to c.Node at the next epoch,
+// unless it is in standby. A previous holder that neither released nor
+// was confirmed stopped becomes a former whose lease may still run (the
+// newest: LeaseOf); c.Node itself is no former any more (it ended its
+// earlier tenure before it could acquire again). It sets Previous (when
+// the holder changes), Epoch, Holder, c.Node's advertised timing, the
+// state (acquiring, no reason) and GrantedAt, and returns the Grant.
+func (f *FSM) applyAcquire(c *Command) any {
+	s := &f.state
+	if s.Standby[c.Node] {
+		return fmt.Errorf("acquire: %s is in standby", c.Node)
+	}
+	if s.Holder != "" && s.Holder != c.Node && s.HolderState != HolderReleased {
+		// The old primary neither released nor was fenced: its lease
+		// may still run, as may those of the formers before it (no
+		// holder has waited them out since).
+		f.addFormer(s.Holder, s.Epoch)
+	}
+	f.formerEnded(c.Node, anyEpoch)
+	if s.Holder != c.Node {
+		s.Previous = s.Holder
+	}
+	s.Epoch++
+	s.Holder = c.Node
+	f.setTiming(c)
+	s.HolderState = HolderAcquiring
+	s.Reason = ""
+	s.GrantedAt = c.Time
+	return Grant{Epoch: s.Epoch, Previous: s.Previous, LeaseOf: s.LeaseOf, Formers: maps.Clone(s.Formers), Unconfirmed: maps.Clone(s.Unconfirmed)}
+}
+
+// applyState (OpState) moves the holder at the current epoch to c.State
+// with c.Reason; from any other node or epoch it is stale (ErrStale). A
+// mount intent (mounting) is refused while another node may still run
+// the storage; committed, it lists c.Node in Unconfirmed at its epoch
+// with the timing, boot ID and watchdog it advertised. Mounting or
+// mounted, the holder has passed its takeover gate: no former's lease
+// runs any more.
+func (f *FSM) applyState(c *Command) any {
+	s := &f.state
+	if c.Epoch != s.Epoch || c.Node != s.Holder {
+		return fmt.Errorf("%w: %s at epoch %d (current: %s at %d)", ErrStale, c.Node, c.Epoch, s.Holder, s.Epoch)
+	}
+	if c.State == HolderMounting {
+		// Safety: the mount intent is refused while another node may
+		// still run the storage.
+		for n := range s.Unconfirmed {
+			if n != c.Node {
+				return fmt.Errorf("mount intent refused: %s is not confirmed stopped", n)
+			}
+		}
+		s.Unconfirmed[c.Node] = c.Epoch
+		f.setTiming(c)
+		setOrDelete(&s.Boots, c.Node, c.Boot)
+		if c.Watchdog > 0 {
+			put(&s.Watchdogs, c.Node, c.Watchdog)
+		} else {
+			delete(s.Watchdogs, c.Node)
+		}
+	}
+	if c.State == HolderMounting || c.State == HolderMounted {
+		f.gatePassed()
+	}
+	s.HolderState = c.State
+	s.Reason = c.Reason
+	return nil
+}
+
+// applyRelease (OpRelease): c.Node stopped the storage it held at
+// c.Epoch. It no longer may run the storage (if its mount intent was at
+// c.Epoch or before), nor is its lease of a tenure at c.Epoch or before
+// running; if it holds c.Epoch, its state is released with c.Reason. A
+// release record is added to the history. It returns nil.
+func (f *FSM) applyRelease(c *Command) any {
+	s := &f.state
+	if e, ok := s.Unconfirmed[c.Node]; ok && e <= c.Epoch {
+		f.cleared(c.Node)
+	}
+	f.formerEnded(c.Node, c.Epoch)
+	if s.Holder == c.Node && s.Epoch == c.Epoch {
+		s.HolderState = HolderReleased
+		s.Reason = c.Reason
+	}
+	f.addRecord(fencing.Record{Kind: fencing.KindRelease, Target: c.Node, Epoch: c.Epoch, Reason: c.Reason,
+		Started: c.Time, Finished: c.Time, Outcome: fencing.OutcomeSuccess, RequestedBy: c.Node, Executor: c.Node})
+	return nil
+}
+
+// applyRecord (OpRecord) adds c.Record to the history, or updates the
+// record with its ID, and returns the record's ID. A lease expiry or
+// watchdog confirmation is refused unless the current holder records it
+// at the current epoch (and, for the watchdog, the target advertised
+// one). A record that confirms its target stopped (confirmsStopped)
+// clears it: it no longer may run the storage, its lease no longer runs,
+// and if it held the current epoch (fenced by another node) its state is
+// released.
+func (f *FSM) applyRecord(c *Command) any {
+	s := &f.state
+	if c.Record == nil {
+		return errors.New("record: missing record")
+	}
+	r := *c.Record
+	if r.Kind == fencing.KindExpiry || r.Kind == fencing.KindWatchdog {
+		// Only the current holder, which waited the lease out itself,
+		// records that a former holder's lease (and watchdog) ended;
+		// the watchdog only for a node that advertised one.
+		if r.Executor != s.Holder || r.Epoch != s.Epoch {
+			return fmt.Errorf("record: %s of %s by %s at epoch %d refused: only the holder at the current epoch (%s at %d) may record it",
+				r.Kind, r.Target, r.Executor, r.Epoch, s.Holder, s.Epoch)
+		}
+		if r.Kind == fencing.KindWatchdog && s.Watchdogs[r.Target] <= 0 {
+			return fmt.Errorf("record: watchdog confirmation of %s refused: it advertised no armed watchdog", r.Target)
+		}
+	}
+	id := f.addRecord(r)
+	if f.confirmsStopped(r) {
+		f.cleared(r.Target)
+		f.formerEnded(r.Target, anyEpoch)
+		if s.Holder == r.Target && r.Target != r.Executor {
+			// The fenced node held the current epoch: it is stopped now.
+			s.HolderState = HolderReleased
+		}
+	}
+	return id
+}
+
+// confirmsStopped reports whether r confirms its target stopped: a
+// successful power-off, manual confirmation, or lease (and watchdog)
+// certainly over. A fence that cut only the storage of an unclean node
+// does not (its stop failed: what of the group does not use the storage
+// still runs there).
+func (f *FSM) confirmsStopped(r fencing.Record) bool {
+	_, unclean := f.state.Unclean[r.Target]
+	storageOnly := r.Kind == fencing.KindFence && r.Scope == fencing.ScopeStorage && unclean
+	return r.Outcome == fencing.OutcomeSuccess && !storageOnly && (r.Kind == fencing.KindFence && r.Action != "on" || r.Kind == fencing.KindConfirm ||
+		r.Kind == fencing.KindExpiry || r.Kind == fencing.KindWatchdog)
+}
+
+// applyStandby (OpStandby) puts c.Node in standby (c.Flag), where it is
+// never granted primacy, or takes it out. It returns nil.
+func (f *FSM) applyStandby(c *Command) any {
+	s := &f.state
+	if s.Standby == nil {
+		s.Standby = map[string]bool{}
+	}
+	if c.Flag {
+		s.Standby[c.Node] = true
+	} else {
+		delete(s.Standby, c.Node)
+	}
+	return nil
+}
+
+// applyConfig (OpConfig): c.Config becomes the cluster's configuration
+// fingerprint. It returns nil.
+func (f *FSM) applyConfig(c *Command) any {
+	f.state.Config = c.Config.Clone()
+	return nil
+}
+
+// applyUnclean (OpUnclean): c.Node may still run something of the group
+// and can neither stop it nor reset itself. It is listed in Unconfirmed
+// (at the older of c.Epoch and the current epoch, unless it is already)
+// and in Unclean with c.Reason. It returns nil.
+func (f *FSM) applyUnclean(c *Command) any {
+	s := &f.state
+	if _, ok := s.Unconfirmed[c.Node]; !ok {
+		s.Unconfirmed[c.Node] = min(c.Epoch, s.Epoch)
+	}
+	put(&s.Unclean, c.Node, c.Reason)
+	return nil
+}
+
+// anyEpoch, to formerEnded: whatever epoch the former held.
+const anyEpoch = math.MaxUint64
+
+// addFormer records that n, holder at epoch e, lost primacy without
+// releasing or being confirmed stopped: its lease may still run, and it
+// is the newest former (LeaseOf).
+func (f *FSM) addFormer(n string, e uint64) {
+	s := &f.state
+	s.LeaseOf = n
+	put(&s.Formers, n, e)
+}
+
+// formerEnded records that n's lease no longer runs: n is no longer
+// LeaseOf, and no longer a former if the epoch it held as one is at most
+// through (anyEpoch: whatever it was).
+func (f *FSM) formerEnded(n string, through uint64) {
+	s := &f.state
+	if s.LeaseOf == n {
+		s.LeaseOf = ""
+	}
+	if e, ok := s.Formers[n]; ok && e <= through {
+		delete(s.Formers, n)
+	}
+}
+
+// gatePassed records that the holder passed its takeover gate: every
+// former's lease has been waited out, or the former is confirmed stopped.
+func (f *FSM) gatePassed() {
+	s := &f.state
+	s.LeaseOf = ""
+	s.Formers = nil
 }
 
 // cleared drops n from what may still run the storage.
@@ -443,16 +529,21 @@ func (f *FSM) cleared(n string) {
 	delete(s.Unclean, n)
 }
 
+// put sets (*m)[k] = v, making the map if there is none.
+func put[V any](m *map[string]V, k string, v V) {
+	if *m == nil {
+		*m = map[string]V{}
+	}
+	(*m)[k] = v
+}
+
 // setOrDelete sets m[k] = v, or deletes k for "".
 func setOrDelete(m *map[string]string, k, v string) {
 	if v == "" {
 		delete(*m, k)
 		return
 	}
-	if *m == nil {
-		*m = map[string]string{}
-	}
-	(*m)[k] = v
+	put(m, k, v)
 }
 
 // setTiming records the timing c's node advertised (none: an older
@@ -463,10 +554,7 @@ func (f *FSM) setTiming(c *Command) {
 		delete(s.Timings, c.Node)
 		return
 	}
-	if s.Timings == nil {
-		s.Timings = map[string]HolderTiming{}
-	}
-	s.Timings[c.Node] = *c.Timing
+	put(&s.Timings, c.Node, *c.Timing)
 }
 
 // pruneTimings drops the timings of nodes that may no longer hold the
