@@ -142,14 +142,14 @@ func (d *Daemon) deviceStatus(ctx context.Context, name, agent string) api.Devic
 					// An admin's check is a check like the monitor's: it
 					// updates the device's health on this node.
 					start := time.Now()
-					err := d.engine.Monitor(ctx, t)
-					d.health.Record(name, start, time.Since(start), err, false)
+					err := d.fence.engine.Monitor(ctx, t)
+					d.fence.health.Record(name, start, time.Since(start), err, false)
 					if err != nil {
 						ds.Monitor = err.Error()
 					}
 				}
 				ts := api.TargetStatus{Node: n.Name, Plug: t.Plug}
-				st, err := d.engine.DeviceStatus(ctx, t)
+				st, err := d.fence.engine.DeviceStatus(ctx, t)
 				ts.State = st.String()
 				if err != nil {
 					ts.Error = err.Error()

@@ -2,10 +2,12 @@ package daemon
 
 import (
 	"fmt"
+	"log/slog"
 	"sync"
 
 	"github.com/fenced/fenced/daemon/alerts"
 	"github.com/fenced/fenced/daemon/api"
+	"github.com/fenced/fenced/daemon/config"
 	"github.com/fenced/fenced/daemon/driver"
 	"github.com/fenced/fenced/daemon/health"
 	"github.com/fenced/fenced/daemon/tenure"
@@ -19,15 +21,15 @@ import (
 // that differs, quorum by each node for its own view — and hands them to
 // the alert manager, which never blocks the caller.
 
-func newAlerts(d *Daemon) *alerts.Manager {
+func newAlerts(cfg *config.Config, log *slog.Logger, m *metrics) *alerts.Manager {
 	alerts.Version = api.Version
-	return alerts.New(alerts.Options{Self: d.self, Cluster: d.cfg.Cluster.Name, Logger: d.log.With("component", "alerts"),
-		Observe: d.metrics.alertRan, Dropped: d.metrics.alertDropped}, d.cfg.AlertAgents())
+	return alerts.New(alerts.Options{Self: cfg.Node, Cluster: cfg.Cluster.Name, Logger: log.With("component", "alerts"),
+		Observe: m.alertRan, Dropped: m.alertDropped}, cfg.AlertAgents())
 }
 
 // alertPhase raises the alerts of a change of the tenure's phase: primary
 // changed (this node began acting), takeover blocked and unblocked.
-func (d *Daemon) alertPhase(before, after tenure.Phase, v *tenureView) {
+func (d *Daemon) alertPhase(before, after tenure.Phase, v *machineSnapshot) {
 	switch {
 	case after == tenure.Serving && before != tenure.Serving:
 		d.alerts.Emit(alerts.Event{Name: alerts.PrimaryChanged, Kind: alerts.KindNode, Node: d.self, Desc: "primary", Epoch: v.epoch})
@@ -79,7 +81,7 @@ type deviceAlerts struct {
 	last map[string]string
 }
 
-func (da *deviceAlerts) observe(d *Daemon, h health.Health) {
+func (da *deviceAlerts) observe(self string, emit func(alerts.Event), h health.Health) {
 	state := h.State
 	if h.State == health.StateFailing {
 		state += " (" + h.Kind + ")"
@@ -99,6 +101,6 @@ func (da *deviceAlerts) observe(d *Daemon, h health.Health) {
 	if h.State == health.StateFailing {
 		value += ": " + h.Error
 	}
-	d.alerts.Emit(alerts.Event{Name: alerts.DeviceChanged, Kind: alerts.KindAttribute, Node: d.self,
+	emit(alerts.Event{Name: alerts.DeviceChanged, Kind: alerts.KindAttribute, Node: self,
 		Attribute: "fence-device-" + h.Device, Value: value})
 }

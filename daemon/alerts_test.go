@@ -39,6 +39,7 @@ func TestAlertEvents(t *testing.T) {
 	writeFile(t, hang, "#!/bin/sh\nsleep 1000 &\necho $! >\"$HANG_DIR/hang-$CRM_alert_node_sequence.pid\"\nwait")
 	os.Chmod(hang, 0o755)
 	const hangTimeout = 8 * time.Second
+	metrics := metricAddrs(t, 3)
 	alertsOf := func(node string) string { return filepath.Join(dir, node+".alerts") }
 	c := startCluster(t, devcluster.Options{Nodes: 3, BMC: true, Store: true,
 		Configure: func(cfg *config.Config) {
@@ -51,6 +52,7 @@ func TestAlertEvents(t *testing.T) {
 		NodeConfig: func(i int, cfg *config.Config) {
 			nd := filepath.Join(dir, cfg.Node)
 			os.MkdirAll(nd, 0o755)
+			cfg.Metrics.Listen = metrics[i]
 			cfg.Alerts = []config.Alert{
 				{Name: "file", Path: alertFileSample, Recipients: []config.AlertRecipient{{Value: alertsOf(cfg.Node)}}},
 				{Name: "hang", Path: hang, Timeout: config.Duration(hangTimeout), Events: []string{"fence"},
@@ -70,6 +72,11 @@ func TestAlertEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect(p, `Node '`+p.Name+`' is now 'primary'`)
+	// Each run of an agent is counted.
+	waitUntil(t, p.Name+" counts the alert runs", 10*time.Second, func() bool {
+		n, _ := strconv.Atoi(scrape(t, metrics[p.Index], `fenced_alert_runs_total{alert="file",result="ok"}`))
+		return n > 0
+	})
 	a := c.Other(p)
 	q := c.Other(p, a)
 

@@ -54,12 +54,12 @@ type ownConfig struct {
 
 func (d *Daemon) setOwnConfig(c *config.Config) {
 	keys := c.ClusterKeys()
-	d.own.Store(&ownConfig{hash: quorum.FingerprintOf(keys), keys: keys})
+	d.conf.own.Store(&ownConfig{hash: quorum.FingerprintOf(keys), keys: keys})
 }
 
 // OwnFingerprint is the fingerprint of this node's cluster-wide
 // configuration.
-func (d *Daemon) OwnFingerprint() string { return d.own.Load().hash }
+func (d *Daemon) OwnFingerprint() string { return d.conf.own.Load().hash }
 
 // configWatch is the state of configLoop that the API reads.
 type configWatch struct {
@@ -123,12 +123,12 @@ func (d *Daemon) configLoop(done <-chan struct{}) {
 
 // adverts lists every configured node's advertised fingerprint.
 func (d *Daemon) adverts() []advert {
-	standby := d.raft.FSM().View().Standby
+	standby := d.raft.FSM().Holders().Standby
 	var out []advert
 	for _, m := range d.members.Members() {
 		a := advert{node: m.Name, alive: m.State == "alive" || m.State == "suspect", witness: d.kindOf(m.Name) == config.RoleWitness, standby: standby[m.Name]}
 		if m.Name == d.self {
-			a.alive, a.hash = true, d.own.Load().hash
+			a.alive, a.hash = true, d.conf.own.Load().hash
 		} else if a.alive {
 			a.hash = m.Meta.Config
 		}
@@ -236,8 +236,8 @@ func noEligibleWarning(committed *quorum.ConfigFingerprint, ads []advert) string
 
 // configStep is one round of configLoop.
 func (d *Daemon) configStep(now time.Time) {
-	cw := &d.cw
-	own := d.own.Load()
+	cw := &d.conf.cw
+	own := d.conf.own.Load()
 	committed := d.raft.FSM().Config()
 	ads := d.adverts()
 	majority := d.cfg.Majority()
@@ -294,7 +294,7 @@ func (d *Daemon) configStep(now time.Time) {
 // committed one for its per-key hashes (once per fingerprint; again after
 // a failure 5s later), and forgets the rest.
 func (d *Daemon) fetchRemoteKeys(committed *quorum.ConfigFingerprint, ads []advert, now time.Time) {
-	cw := &d.cw
+	cw := &d.conf.cw
 	cw.mu.Lock()
 	if cw.remote == nil {
 		cw.remote = map[string]remoteKeys{}
@@ -337,7 +337,7 @@ type configKeysReply struct {
 }
 
 func (d *Daemon) answerConfigKeys() ([]byte, error) {
-	own := d.own.Load()
+	own := d.conf.own.Load()
 	return json.Marshal(configKeysReply{Hash: own.hash, Keys: own.keys})
 }
 
@@ -347,7 +347,7 @@ func (d *Daemon) answerConfigKeys() ([]byte, error) {
 // failover's election takes about one: it is alerted by its fence and its
 // new primary, not as a loss of quorum); regained when both are back.
 func (d *Daemon) quorumStep(now time.Time) {
-	cw := &d.cw
+	cw := &d.conf.cw
 	alive := 0
 	for _, m := range d.members.Members() {
 		if m.State == "alive" || m.State == "suspect" {
@@ -380,10 +380,10 @@ func (d *Daemon) quorumStep(now time.Time) {
 
 // configStatus is the configuration part of the status.
 func (d *Daemon) configStatus(nodes []api.NodeStatus) *api.ConfigStatus {
-	own := d.own.Load()
+	own := d.conf.own.Load()
 	committed := d.raft.FSM().Config()
 	cs := &api.ConfigStatus{Fingerprint: own.hash, File: d.cfg.File()}
-	cw := &d.cw
+	cw := &d.conf.cw
 	cw.mu.Lock()
 	cs.Warning = cw.noEligible
 	cs.LastReload = cw.lastReload
@@ -453,7 +453,7 @@ func (d *Daemon) configAcceptLocal(ctx context.Context, req AdminRequest) (json.
 	}
 	var keys configKeysReply
 	if req.Node == d.self {
-		own := d.own.Load()
+		own := d.conf.own.Load()
 		keys = configKeysReply{Hash: own.hash, Keys: own.keys}
 	} else {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -494,7 +494,7 @@ func (d *Daemon) configAcceptLocal(ctx context.Context, req AdminRequest) (json.
 		if !a.alive {
 			nc.State = "not seen"
 		}
-		if v := d.raft.FSM().View(); v.Holder == a.node && v.HolderState != quorum.HolderReleased {
+		if v := d.raft.FSM().Holders(); v.Holder == a.node && v.HolderState != quorum.HolderReleased {
 			nc.State += "; it is the primary: it keeps serving but will not be granted primacy again: hand over (fencectl transfer), then restart or reload it with the new file"
 		}
 		reply.Differing = append(reply.Differing, nc)

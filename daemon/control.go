@@ -22,8 +22,8 @@ import (
 // the resource group: each blocking call runs on a goroutine of the
 // daemon's group and hands its result back to the loop (do).
 
-// tenureView is the machine's state as other goroutines may read it.
-type tenureView struct {
+// machineSnapshot is the tenure machine's state as other goroutines may read it.
+type machineSnapshot struct {
 	phase       tenure.Phase
 	role        string
 	epoch       uint64
@@ -64,16 +64,16 @@ func (d *Daemon) driverConfig() driver.Config {
 	}
 	_, probe := d.opts.Resource.(prober)
 	return driver.Config{Machine: d.machineConfig(), Nodes: nodes, Majority: d.cfg.Majority(), Logger: d.log,
-		Probe: probe, Unfence: unfencePlan(d.unfence), Boot: d.boot}
+		Probe: probe, Unfence: unfencePlan(d.fence.unfence), Boot: d.ctl.boot}
 }
 
 // do runs f on the control loop; it reports false (and drops f) once the
 // loop ended.
 func (d *Daemon) do(f func()) bool {
 	select {
-	case d.calls <- f:
+	case d.ctl.calls <- f:
 		return true
-	case <-d.loopDone:
+	case <-d.ctl.loopDone:
 		return false
 	}
 }
@@ -81,7 +81,7 @@ func (d *Daemon) do(f func()) bool {
 // async runs work on a goroutine of the daemon's group and the callback it
 // returns on the control loop.
 func (d *Daemon) async(work func() func()) {
-	d.group.Go(func() {
+	d.life.tasks.Go(func() {
 		if cb := work(); cb != nil {
 			d.do(cb)
 		}
@@ -93,26 +93,26 @@ func (d *Daemon) async(work func() func()) {
 // control loop reads it at its next step; an ineligible leader hands
 // leadership on.
 func (d *Daemon) SetIneligible(source, reason string) {
-	d.ineligibleMu.Lock()
+	d.ctl.ineligibleMu.Lock()
 	if reason == "" {
-		delete(d.ineligible, source)
+		delete(d.ctl.ineligible, source)
 	} else {
-		d.ineligible[source] = reason
+		d.ctl.ineligible[source] = reason
 	}
-	d.ineligibleMu.Unlock()
+	d.ctl.ineligibleMu.Unlock()
 	select {
-	case d.nudge <- struct{}{}:
+	case d.ctl.nudge <- struct{}{}:
 	default:
 	}
 }
 
 // Ineligible says why this node may not take primacy ("" = it may).
 func (d *Daemon) Ineligible() string {
-	d.ineligibleMu.Lock()
-	defer d.ineligibleMu.Unlock()
+	d.ctl.ineligibleMu.Lock()
+	defer d.ctl.ineligibleMu.Unlock()
 	var why []string
-	for _, k := range slices.Sorted(maps.Keys(d.ineligible)) {
-		why = append(why, k+": "+d.ineligible[k])
+	for _, k := range slices.Sorted(maps.Keys(d.ctl.ineligible)) {
+		why = append(why, k+": "+d.ctl.ineligible[k])
 	}
 	return strings.Join(why, "; ")
 }
@@ -121,19 +121,19 @@ func (d *Daemon) Ineligible() string {
 // stands (after a live reload; the timing never changes live).
 func (d *Daemon) reconfigureTenure() {
 	cfg := d.machineConfig()
-	d.do(func() { d.drv.Reconfigure(cfg) })
+	d.do(func() { d.ctl.drv.Reconfigure(cfg) })
 }
 
 // handOff asks this node to hand primacy over gracefully: release the
 // storage (committed), then transfer raft leadership to `to` ("" = any).
-func (d *Daemon) handOff(to string) { d.do(func() { d.drv.HandOff(to) }) }
+func (d *Daemon) handOff(to string) { d.do(func() { d.ctl.drv.HandOff(to) }) }
 
 // controlLoop runs the driver until the machine is done (after a graceful
 // stop) or ctx ends (hard stop). stop asks for the graceful stop.
 func (d *Daemon) controlLoop(ctx context.Context, stop <-chan struct{}) {
-	defer close(d.loopDone)
-	d.drv = driver.New(d.driverConfig(), driver.Env{Log: raftLog{d}, Peers: gossipPeers{d}, Clock: bootClock{d}, Effects: effects{d},
-		Observer: &observer{d: d}, Ineligible: d.Ineligible, Context: d.hardCtx})
+	defer close(d.ctl.loopDone)
+	d.ctl.drv = driver.New(d.driverConfig(), driver.Env{Log: raftLog{d}, Peers: gossipPeers{d}, Clock: bootClock{d}, Effects: effects{d},
+		Observer: &observer{d: d}, Ineligible: d.Ineligible, Context: d.life.hardCtx})
 	t := d.cfg.Timing.Tenure()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -148,20 +148,20 @@ func (d *Daemon) controlLoop(ctx context.Context, stop <-chan struct{}) {
 		defer boot.Close()
 		deadline = boot.C()
 	}
-	m := d.drv.Machine()
-	d.drv.Start()
+	m := d.ctl.drv.Machine()
+	d.ctl.drv.Start()
 	for {
 		changed := d.raft.FSM().Changed() // before reading the state: no missed change
 		now := d.now()
-		d.drv.Step()
-		if d.drv.Done() {
+		d.ctl.drv.Step()
+		if d.ctl.drv.Done() {
 			return
 		}
 		// Wake for the machine's next deadline; an idle loop still beats
 		// for the service watchdog.
 		wait := d.idleInterval()
-		switch w := d.drv.Wake(now); {
-		case d.drv.Pending():
+		switch w := d.ctl.drv.Wake(now); {
+		case d.ctl.drv.Pending():
 			wait = 0 // the next event
 		case boot != nil && w == tenure.Never && boot.Stop() == nil:
 			// nothing due: the idle timer beats
@@ -189,10 +189,10 @@ func (d *Daemon) controlLoop(ctx context.Context, stop <-chan struct{}) {
 			return
 		case <-stop:
 			stop = nil
-			d.drv.Shutdown()
-		case f := <-d.calls:
+			d.ctl.drv.Shutdown()
+		case f := <-d.ctl.calls:
 			f()
-		case <-d.nudge:
+		case <-d.ctl.nudge:
 		case <-changed:
 		case <-d.raft.LeaderCh():
 		case <-timer.C:
@@ -221,9 +221,9 @@ type observer struct {
 
 func (o *observer) Stepped(before tenure.Phase, _ tenure.Event, _ []tenure.Action, m *tenure.Machine) {
 	d := o.d
-	v := &tenureView{phase: m.Phase(), role: m.Role(), epoch: m.Epoch(), actingUntil: m.ActingUntil(),
+	v := &machineSnapshot{phase: m.Phase(), role: m.Role(), epoch: m.Epoch(), actingUntil: m.ActingUntil(),
 		storage: m.Storage(), blocked: m.BlockedReason()}
-	old := d.view.Swap(v)
+	old := d.ctl.view.Swap(v)
 	if after := v.phase; after != before {
 		d.alertPhase(before, after, v)
 		log := d.log.With("epoch", m.Epoch())
@@ -262,7 +262,7 @@ type raftLog struct{ d *Daemon }
 
 func (l raftLog) IsLeader() bool            { return l.d.raft.IsLeader() }
 func (l raftLog) Leader() string            { return l.d.raft.Leader() }
-func (l raftLog) View() quorum.View         { return l.d.raft.FSM().View() }
+func (l raftLog) Holders() quorum.Holders   { return l.d.raft.FSM().Holders() }
 func (l raftLog) History() []fencing.Record { return l.d.raft.FSM().State().History }
 func (l raftLog) SinceContact(leader string) (time.Duration, bool) {
 	return l.d.raft.SinceContact(leader)
@@ -297,7 +297,7 @@ type gossipPeers struct{ d *Daemon }
 func (p gossipPeers) Forward(c quorum.Command, done func(error)) {
 	d := p.d
 	d.async(func() func() {
-		ctx, cancel := context.WithTimeout(d.hardCtx, d.cfg.Timing.Lease.D())
+		ctx, cancel := context.WithTimeout(d.life.hardCtx, d.cfg.Timing.Lease.D())
 		defer cancel()
 		err := d.forwardCommand(ctx, c)
 		return func() { done(err) }
@@ -350,7 +350,7 @@ func (e effects) Fence(s *driver.Scope, fr driver.FenceRequest, done func(fencin
 	}
 	ctx := s.Context()
 	d.async(func() func() {
-		rec := d.engine.Fence(ctx, req)
+		rec := d.fence.engine.Fence(ctx, req)
 		return func() { done(rec) }
 	})
 }
@@ -419,7 +419,7 @@ func (e effects) Unfence(s *driver.Scope, done func(fencing.Record, bool)) {
 	d := e.d
 	ctx := s.Context()
 	d.async(func() func() {
-		rec, ok := d.unfence.Attempt(ctx)
+		rec, ok := d.fence.unfence.Attempt(ctx)
 		return func() { done(rec, ok) }
 	})
 }
@@ -440,13 +440,13 @@ func (d *Daemon) runFence(ctx context.Context, req driver.FenceRequest) fencing.
 	ch := make(chan fencing.Record, 1)
 	stopped := fencing.Record{Kind: fencing.KindFence, Target: req.Target, Action: req.Action, Outcome: fencing.OutcomeUnknown,
 		Error: "the daemon is stopping", Started: time.Now(), Finished: time.Now()}
-	if !d.do(func() { d.drv.Fence(driver.NewScope(ctx), req, func(r fencing.Record) { ch <- r }) }) {
+	if !d.do(func() { d.ctl.drv.Fence(driver.NewScope(ctx), req, func(r fencing.Record) { ch <- r }) }) {
 		return stopped
 	}
 	select {
 	case r := <-ch:
 		return r
-	case <-d.loopDone:
+	case <-d.ctl.loopDone:
 		return stopped
 	}
 }
@@ -455,7 +455,7 @@ func (d *Daemon) runFence(ctx context.Context, req driver.FenceRequest) fencing.
 // leadership to (quorum.Successor), "" if none.
 func (d *Daemon) successor() string {
 	cfg := d.config()
-	standby := d.raft.FSM().View().Standby
+	standby := d.raft.FSM().Holders().Standby
 	alive := map[string]bool{}
 	for _, m := range d.members.Members() {
 		alive[m.Name] = m.State == "alive"

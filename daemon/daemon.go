@@ -25,6 +25,7 @@ import (
 	"github.com/fenced/fenced/daemon/watchdog"
 	"github.com/fenced/fenced/quorum"
 	"github.com/fenced/fenced/stonith"
+	"github.com/fenced/fenced/stonith/fencing"
 )
 
 // Roles a node reports (see package tenure).
@@ -74,63 +75,93 @@ type Options struct {
 
 // Daemon is one fenced node.
 type Daemon struct {
+	self string
+	log  *slog.Logger
+	opts Options
 	// cfg is the configuration the daemon started with. Read from it only
 	// what a reload cannot change (config.RestartNeeded: the node list and
 	// addresses, timing, storage, paths); what can (devices, fence
 	// topologies, alerts) is read from config(), the current one.
-	cfg *config.Config
-	// base is cfg as loaded (cfg's storage monitor interval is adjusted to
-	// the resource group's): what a reload is compared with.
+	cfg  *config.Config
+	conf confState
+
+	raft     *quorum.Raft
+	members  *quorum.Membership
+	detector *quorum.Detector
+	alerts   *alerts.Manager
+	metrics  *metrics
+
+	ctl   control   // the tenure's control loop (control.go)
+	wdog  wdogState // the watchdog (watchdog.go)
+	fence fenceSide // fencing others: engine, device checks, unfencing
+	srv   servers   // the API socket and the metrics endpoint
+	life  lifetime  // start, hard stop and the tasks that end with it
+}
+
+// confState is the configuration as it changes at run time (reload.go,
+// clusterconfig.go).
+type confState struct {
+	// base is the configuration as loaded (its storage monitor interval
+	// is adjusted to the resource group's): what a reload is compared
+	// with.
 	base *config.Config
 	live atomic.Pointer[config.Config]
 	// own is the fingerprint of this node's cluster-wide configuration.
 	own      atomic.Pointer[ownConfig]
 	reloadMu sync.Mutex // one reload at a time
 	cw       configWatch
-	alerts   *alerts.Manager
-	self     string
-	log      *slog.Logger
-	opts     Options
+}
 
-	raft     *quorum.Raft
-	members  *quorum.Membership
-	detector *quorum.Detector
-	apiLn    net.Listener
-	api      *http.Server
-
-	// The tenure: the control loop owns the driver (drv, loop goroutine
-	// only), runs what is sent on calls and publishes view.
+// control is the tenure's side: the control loop owns the driver (drv,
+// loop goroutine only), runs what is sent on calls and publishes view.
+type control struct {
 	drv      *driver.Driver
-	view     atomic.Pointer[tenureView]
+	view     atomic.Pointer[machineSnapshot]
 	calls    chan func()
 	loopDone chan struct{}
 	nudge    chan struct{} // wakes the loop (eligibility changed)
-
-	wdMu  sync.Mutex
-	wd    *watchdog.Device // armed while this node may hold the storage
-	wdWhy string           // why it is (not) advertised, for status
-	boot  string           // this machine's boot ID
+	boot     string        // this machine's boot ID
 
 	ineligibleMu sync.Mutex
 	ineligible   map[string]string // source → why this node may not take primacy
+}
+
+// wdogState is the watchdog device, armed while this node may hold the
+// storage.
+type wdogState struct {
+	mu  sync.Mutex
+	dev *watchdog.Device
+	why string // why it is (not) advertised, for status
+}
+
+// fenceSide is what fences other nodes.
+type fenceSide struct {
+	engine    *stonith.Engine
+	health    *health.Checker   // fence device checks (devicehealth.go)
+	devAlerts deviceAlerts      // alerts of device health changes (alerting.go)
+	unfence   *unfence.Unfencer // unfencing at start (unfencing.go)
+}
+
+// servers are the daemon's listeners.
+type servers struct {
+	apiLn      net.Listener
+	api        *http.Server
+	metricsLn  net.Listener
+	metricsSrv *http.Server
+}
+
+// lifetime is the daemon's own life: when it started, its hard stop, the
+// tasks that end with it and the main loop's heartbeat (faults.go).
+type lifetime struct {
 	// hardCtx ends at a hard stop; everything the daemon starts ends with it.
 	hardCtx    context.Context
 	hardCancel context.CancelFunc
-	group      group
+	tasks      taskGroup
 
-	stopping atomic.Bool
-	started  quorum.Mono
-
-	engine     *stonith.Engine
-	metrics    *metrics
-	metricsLn  net.Listener
-	metricsSrv *http.Server
-	health     *health.Monitor   // fence device checks (devicehealth.go)
-	devAlerts  deviceAlerts      // alerts of device health changes (alerting.go)
-	unfence    *unfence.Unfencer // unfencing at start (unfencing.go)
-
-	lastBeat   atomic.Int64  // quorum.Mono of the main loop's last progress
-	stallAfter time.Duration // faults.go
+	stopping   atomic.Bool
+	started    quorum.Mono
+	lastBeat   atomic.Int64 // quorum.Mono of the main loop's last progress
+	stallAfter time.Duration
 }
 
 // New opens every subsystem: the raft log and transport, gossip, the API
@@ -140,28 +171,28 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	d := &Daemon{cfg: cfg, self: cfg.Node, log: log.With("node", cfg.Node), opts: opts, started: quorum.Now(), stallAfter: stallFromEnv(),
-		calls: make(chan func(), 64), loopDone: make(chan struct{}),
-		nudge: make(chan struct{}, 1), ineligible: map[string]string{}}
-	d.hardCtx, d.hardCancel = context.WithCancel(context.Background())
+	d := &Daemon{cfg: cfg, self: cfg.Node, log: log.With("node", cfg.Node), opts: opts,
+		life: lifetime{started: quorum.Now(), stallAfter: stallFromEnv()},
+		ctl: control{calls: make(chan func(), 64), loopDone: make(chan struct{}),
+			nudge: make(chan struct{}, 1), ineligible: map[string]string{}}}
+	d.life.hardCtx, d.life.hardCancel = context.WithCancel(context.Background())
 	base := *cfg
-	d.base = &base
-	d.live.Store(cfg)
+	d.conf.base = &base
+	d.conf.live.Store(cfg)
 	d.setOwnConfig(cfg)
 	// Not eligible before its configuration was compared with the
 	// cluster's (configLoop's first step, at Run).
-	d.cw.selfReason = "configuration not compared with the cluster's yet"
-	d.ineligible["config"] = d.cw.selfReason
-	d.lastBeat.Store(int64(d.started))
-	d.view.Store(&tenureView{role: RoleSecondary, storage: tenure.StorageStopped})
+	d.conf.cw.selfReason = "configuration not compared with the cluster's yet"
+	d.ctl.ineligible["config"] = d.conf.cw.selfReason
+	d.life.lastBeat.Store(int64(d.life.started))
+	d.ctl.view.Store(&machineSnapshot{role: RoleSecondary, storage: tenure.StorageStopped})
 	if opts.SelfFence == nil {
 		d.opts.SelfFence = d.selfFence
 	}
 	if opts.Exit == nil {
 		d.opts.Exit = func(string) { os.Exit(exitSelfFenceFailed) }
 	}
-	d.boot = readBootID(d.log)
-	d.alerts = newAlerts(d)
+	d.ctl.boot = readBootID(d.log)
 	reset := d.opts.SelfFence
 	d.opts.SelfFence = func(reason string) bool {
 		// Started, not waited for: the reset must not wait for an alert.
@@ -177,15 +208,18 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 			return nil, err
 		}
 	}
-	d.engine = stonith.NewEngine(d.registry(), d.log.With("component", "stonith"))
-	d.engine.DefaultTimeout = cfg.Timing.FenceTimeout.D()
-	d.metrics = newMetrics(d)
-	d.health, d.unfence = newDeviceMonitor(d), newUnfencer(d)
+	d.fence.engine = stonith.NewEngine(d.registry(), d.log.With("component", "stonith"))
+	d.fence.engine.DefaultTimeout = cfg.Timing.FenceTimeout.D()
+	d.metrics = newMetrics(scrape{status: d.StatusNow, devices: func() []health.Health { return d.fence.health.All() },
+		history: func() []fencing.Record { return d.raft.FSM().State().History }, resources: d.resourceStatus})
+	d.alerts = newAlerts(cfg, d.log, d.metrics)
+	d.fence.health = newDeviceChecker(cfg, d.log, d.fence.engine, d.deviceChecked, d.wantWarm)
+	d.fence.unfence = newUnfencer(cfg, d.registry(), d.fence.engine, d.KnownEpoch)
 	self, _ := cfg.NodeByName(cfg.Node)
 	if d.opts.Resource == nil && !self.Witness() {
 		// The resource group: resources, or the storage shorthand (a
 		// witness runs none).
-		g, err := newResourceGroup(cfg, d)
+		g, err := newResourceGroup(cfg, d.log)
 		if err != nil {
 			return nil, err
 		}
@@ -198,17 +232,17 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 		if err != nil {
 			return nil, fmt.Errorf("metrics.listen %s: %w", cfg.Metrics.Listen, err)
 		}
-		d.metricsLn = ml
+		d.srv.metricsLn = ml
 	}
 
 	ln, err := listenAPI(cfg.API.Socket, cfg.API.Group)
 	if err != nil {
-		if d.metricsLn != nil {
-			d.metricsLn.Close()
+		if d.srv.metricsLn != nil {
+			d.srv.metricsLn.Close()
 		}
 		return nil, err
 	}
-	d.apiLn = ln
+	d.srv.apiLn = ln
 
 	ro := opts.Raft
 	ro.Self, ro.Peers, ro.DataDir = cfg.Node, peers, cfg.DataDir
@@ -217,8 +251,8 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 	ro.HistoryLimit, ro.Logger = cfg.History.Limit, d.log.With("component", "raft")
 	closeListeners := func() {
 		ln.Close()
-		if d.metricsLn != nil {
-			d.metricsLn.Close()
+		if d.srv.metricsLn != nil {
+			d.srv.metricsLn.Close()
 		}
 	}
 	r, err := quorum.OpenRaft(ro)
@@ -240,7 +274,7 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 	rt := cfg.Timing.Tenure().Raft()
 	det, err := quorum.StartDetector(r, m, quorum.DetectorOptions{Detect: rt.Detect, Stagger: rt.Stagger, Log: d.log,
 		Majority: cfg.Majority(),
-		Order:    func(leader string) []string { return rankOrder(cfg, r.FSM().View().Standby, leader) }})
+		Order:    func(leader string) []string { return rankOrder(cfg, r.FSM().Holders().Standby, leader) }})
 	if err != nil {
 		m.Shutdown()
 		r.Shutdown()
@@ -248,12 +282,12 @@ func New(cfg *config.Config, opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.detector = det
-	d.api = d.newAPIServer()
-	if d.metricsLn != nil {
+	d.srv.api = d.newAPIServer()
+	if d.srv.metricsLn != nil {
 		// The port is reachable from the network: cap its connections as
 		// the API socket's, so a flood cannot take the daemon's descriptors.
-		d.metricsLn = newCapListener(d.metricsLn, apiMaxConns)
-		d.metricsSrv = d.newMetricsServer()
+		d.srv.metricsLn = newCapListener(d.srv.metricsLn, apiMaxConns)
+		d.srv.metricsSrv = d.newMetricsServer()
 	}
 	return d, nil
 }
@@ -270,26 +304,26 @@ func peersOf(cfg *config.Config) []quorum.Peer {
 // storage, hands primacy to another node, leaves gossip. It returns nil
 // after a graceful stop. After Close (a hard stop) it returns at once.
 func (d *Daemon) Run(ctx context.Context) error {
-	d.group.Go(func() {
-		if err := d.api.Serve(d.apiLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	d.life.tasks.Go(func() {
+		if err := d.srv.api.Serve(d.srv.apiLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			d.log.Error("api server", "err", err)
 		}
 	})
 	stopLoop := make(chan struct{})
-	d.group.Go(func() { d.controlLoop(d.hardCtx, stopLoop) })
-	d.group.Go(func() { d.metaLoop(d.loopDone) })
-	d.group.Go(func() { d.health.Run(d.hardCtx) })
-	d.group.Go(func() { d.warmLoop(d.loopDone) })
-	d.group.Go(func() { d.alerts.Run(d.hardCtx) })
-	d.group.Go(func() { d.configLoop(d.loopDone) })
-	if d.metricsSrv != nil {
-		d.group.Go(func() {
-			if err := d.metricsSrv.Serve(d.metricsLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	d.life.tasks.Go(func() { d.controlLoop(d.life.hardCtx, stopLoop) })
+	d.life.tasks.Go(func() { d.metaLoop(d.ctl.loopDone) })
+	d.life.tasks.Go(func() { d.fence.health.Run(d.life.hardCtx) })
+	d.life.tasks.Go(func() { d.warmLoop(d.ctl.loopDone) })
+	d.life.tasks.Go(func() { d.alerts.Run(d.life.hardCtx) })
+	d.life.tasks.Go(func() { d.configLoop(d.ctl.loopDone) })
+	if d.srv.metricsSrv != nil {
+		d.life.tasks.Go(func() {
+			if err := d.srv.metricsSrv.Serve(d.srv.metricsLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				d.log.Error("metrics server", "err", err)
 			}
 		})
 	}
-	d.group.Go(func() { d.lifecycle(d.loopDone) })
+	d.life.tasks.Go(func() { d.lifecycle(d.ctl.loopDone) })
 	if d.cfg.Gossip.Plaintext {
 		d.log.Warn("gossip is not encrypted or authenticated (gossip.plaintext): anyone on the network can forge cluster messages")
 	}
@@ -297,19 +331,19 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 	select {
 	case <-ctx.Done():
-	case <-d.hardCtx.Done():
+	case <-d.life.hardCtx.Done():
 		// Close: a hard stop; it shuts everything down itself.
-		<-d.loopDone
-		d.group.Stop()
+		<-d.ctl.loopDone
+		d.life.tasks.Stop()
 		return nil
 	}
 	d.log.Info("stopping: releasing primacy, leaving the cluster")
 	d.notify("STOPPING=1")
-	d.stopping.Store(true)
+	d.life.stopping.Store(true)
 	// The control loop demotes (stops the storage, commits the release)
 	// and ends.
 	close(stopLoop)
-	<-d.loopDone
+	<-d.ctl.loopDone
 	if d.raft.IsLeader() {
 		if err := d.raft.TransferLeadership(); err != nil {
 			d.log.Warn("leadership transfer", "err", err)
@@ -320,13 +354,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 	errs := []error{d.members.Leave(2 * time.Second)}
 	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	errs = append(errs, d.api.Shutdown(sctx))
-	if d.metricsSrv != nil {
-		errs = append(errs, d.metricsSrv.Shutdown(sctx))
+	errs = append(errs, d.srv.api.Shutdown(sctx))
+	if d.srv.metricsSrv != nil {
+		errs = append(errs, d.srv.metricsSrv.Shutdown(sctx))
 	}
-	d.hardCancel()
+	d.life.hardCancel()
 	errs = append(errs, d.raft.Shutdown())
-	d.group.Stop()
+	d.life.tasks.Stop()
 	os.Remove(d.cfg.API.Socket)
 	d.log.Info("fenced stopped")
 	return errors.Join(errs...)
@@ -335,14 +369,14 @@ func (d *Daemon) Run(ctx context.Context) error {
 // Close stops everything at once without handing anything off (hard stop,
 // and cleanup in tests). A running Run returns.
 func (d *Daemon) Close() error {
-	d.stopping.Store(true)
-	d.hardCancel()
+	d.life.stopping.Store(true)
+	d.life.hardCancel()
 	d.detector.Stop()
-	errs := []error{d.members.Shutdown(), d.api.Close(), d.raft.Shutdown()}
-	if d.metricsSrv != nil {
-		errs = append(errs, d.metricsSrv.Close())
-	} else if d.metricsLn != nil {
-		d.metricsLn.Close()
+	errs := []error{d.members.Shutdown(), d.srv.api.Close(), d.raft.Shutdown()}
+	if d.srv.metricsSrv != nil {
+		errs = append(errs, d.srv.metricsSrv.Close())
+	} else if d.srv.metricsLn != nil {
+		d.srv.metricsLn.Close()
 	}
 	os.Remove(d.cfg.API.Socket)
 	return errors.Join(errs...)
@@ -358,17 +392,17 @@ func (d *Daemon) registry() *agents.Registry {
 
 // config is the configuration in force: the one loaded at start, or
 // since the last reload.
-func (d *Daemon) config() *config.Config { return d.live.Load() }
+func (d *Daemon) config() *config.Config { return d.conf.live.Load() }
 
 // Name is this node's name.
 func (d *Daemon) Name() string { return d.self }
 
 // Role returns this node's current role.
 func (d *Daemon) Role() string {
-	if d.stopping.Load() && d.view.Load().role == RoleSecondary {
+	if d.life.stopping.Load() && d.ctl.view.Load().role == RoleSecondary {
 		return RoleStopping
 	}
-	return d.view.Load().role
+	return d.ctl.view.Load().role
 }
 
 // Acting reports whether this node may act as primary right now: it holds
@@ -377,13 +411,13 @@ func (d *Daemon) Role() string {
 // clock. Anything the primary does is guarded by this check, so a process
 // resumed from a pause re-checks before doing anything.
 func (d *Daemon) Acting() bool {
-	v := d.view.Load()
+	v := d.ctl.view.Load()
 	return v.phase == tenure.Serving && d.now() < v.actingUntil
 }
 
 // LeaseLeft is what remains of this node's right to act (0 without one).
 func (d *Daemon) LeaseLeft() time.Duration {
-	v := d.view.Load()
+	v := d.ctl.view.Load()
 	if v.epoch == 0 || v.actingUntil == 0 {
 		return 0
 	}
@@ -392,18 +426,18 @@ func (d *Daemon) LeaseLeft() time.Duration {
 
 // Storage is the storage's state on this node: stopped, starting,
 // running, stopping or failed.
-func (d *Daemon) Storage() string { return d.view.Load().storage }
+func (d *Daemon) Storage() string { return d.ctl.view.Load().storage }
 
 // Epoch returns the epoch this node holds as primary(-elect), or 0.
-func (d *Daemon) Epoch() uint64 { return d.view.Load().epoch }
+func (d *Daemon) Epoch() uint64 { return d.ctl.view.Load().epoch }
 
 // KnownEpoch is the highest epoch this node knows of.
-func (d *Daemon) KnownEpoch() uint64 { return d.raft.FSM().View().Epoch }
+func (d *Daemon) KnownEpoch() uint64 { return d.raft.FSM().Holders().Epoch }
 
 func (d *Daemon) meta() quorum.Meta {
-	m := quorum.Meta{Role: d.Role(), Storage: d.Storage(), Version: api.Version, Config: d.own.Load().hash, Boot: d.boot}
+	m := quorum.Meta{Role: d.Role(), Storage: d.Storage(), Version: api.Version, Config: d.conf.own.Load().hash, Boot: d.ctl.boot}
 	if d.raft != nil {
-		m.Epoch = d.raft.FSM().View().Epoch
+		m.Epoch = d.raft.FSM().Holders().Epoch
 		m.Raft = d.raft.RaftState()
 	}
 	return m

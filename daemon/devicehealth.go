@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -13,31 +14,36 @@ import (
 	"github.com/fenced/fenced/stonith"
 )
 
-// newDeviceMonitor plans this node's device checks (package health): every
+// newDeviceChecker plans this node's device checks (package health): every
 // device in the topology of a node other than this one, checked with its
 // first such mapping (parameters and plug of the first node it fences, in
 // configuration order), every devices.NAME.monitor_interval.
-func newDeviceMonitor(d *Daemon) *health.Monitor {
+// A check's result goes to observe; warm says whether to hold a device's
+// session open (wantWarm).
+func newDeviceChecker(cfg *config.Config, log *slog.Logger, engine *stonith.Engine, observe func(health.Health), warm func(string) bool) *health.Checker {
 	return health.New(health.Options{
-		Self: d.self, Devices: d.deviceWatchList(d.cfg), Check: d.engine.Monitor, Logger: d.log.With("component", "health"),
-		DefaultTimeout: d.cfg.Timing.FenceTimeout.D(), Observe: func(h health.Health) {
-			d.metrics.deviceChecked(h)
-			d.devAlerts.observe(d, h)
-		},
-		Keep: func(dev health.Device) (health.Keeper, error) { return d.engine.Keep(dev.Target) },
-		Warm: d.wantWarm,
+		Self: cfg.Node, Devices: deviceWatchList(cfg), Check: engine.Monitor, Logger: log.With("component", "health"),
+		DefaultTimeout: cfg.Timing.FenceTimeout.D(), Observe: observe,
+		Keep: func(dev health.Device) (health.Keeper, error) { return engine.Keep(dev.Target) },
+		Warm: warm,
 	})
 }
 
-// deviceWatchList is what this node checks under cfg (see newDeviceMonitor).
-func (d *Daemon) deviceWatchList(cfg *config.Config) []health.Device {
-	if self, ok := cfg.NodeByName(d.self); ok && self.Witness() {
+// deviceChecked is where a device check's result goes: metrics and alerts.
+func (d *Daemon) deviceChecked(h health.Health) {
+	d.metrics.deviceChecked(h)
+	d.fence.devAlerts.observe(d.self, d.alerts.Emit, h)
+}
+
+// deviceWatchList is what cfg's node checks (see newDeviceChecker).
+func deviceWatchList(cfg *config.Config) []health.Device {
+	if self, ok := cfg.NodeByName(cfg.Node); ok && self.Witness() {
 		return nil // a witness fences nobody and holds no device secrets
 	}
 	var devs []health.Device
 	seen := map[string]bool{}
 	for _, n := range cfg.Nodes {
-		if n.Name == d.self {
+		if n.Name == cfg.Node {
 			continue
 		}
 		for _, lvl := range topology(cfg, n.Name) {
@@ -71,7 +77,7 @@ func (d *Daemon) wantWarm(device string) bool {
 	if d.raft == nil {
 		return false
 	}
-	v := d.raft.FSM().View()
+	v := d.raft.FSM().Holders()
 	targets := make([]string, 0, 1+len(v.Formers))
 	if v.Holder != "" {
 		targets = append(targets, v.Holder)
@@ -96,7 +102,7 @@ func (d *Daemon) wantWarm(device string) bool {
 	return false
 }
 
-// warmLoop has the device monitor reconsider its warm sessions (wantWarm)
+// warmLoop has the device checker reconsider its warm sessions (wantWarm)
 // as soon as what they depend on changes: the leader, the holder, the
 // former holders or the standby set. A session that stopped mattering is
 // then logged out at once; the node that just took over otherwise held
@@ -110,12 +116,12 @@ func (d *Daemon) warmLoop(done <-chan struct{}) {
 	last := ""
 	for {
 		changed, leader := d.raft.FSM().Changed(), d.raft.LeaderChanged()
-		v := d.raft.FSM().View()
+		v := d.raft.FSM().Holders()
 		key := d.raft.Leader() + "|" + v.Holder + "|" + strings.Join(slices.Sorted(maps.Keys(v.Formers)), ",") +
 			"|" + strings.Join(slices.Sorted(maps.Keys(v.Standby)), ",")
 		if key != last {
 			if last != "" {
-				d.health.Rewarm()
+				d.fence.health.Rewarm()
 			}
 			last = key
 		}
@@ -159,7 +165,7 @@ func fencesWith(cfg *config.Config, target, device string) bool {
 
 // deviceHealth is the API's form of a device's health on this node.
 func (d *Daemon) deviceHealth(name string) api.DeviceHealth {
-	h, ok := d.health.Get(name)
+	h, ok := d.fence.health.Get(name)
 	if !ok {
 		return api.DeviceHealth{State: api.HealthUnmonitored}
 	}
@@ -188,7 +194,7 @@ func (d *Daemon) fencePaths() []api.FencePath {
 				}
 			}
 		}
-		fp := api.FencePath{Node: n.Name, State: health.Path(levels, d.health.Get), Devices: []api.FencePathDevice{}}
+		fp := api.FencePath{Node: n.Name, State: health.Path(levels, d.fence.health.Get), Devices: []api.FencePathDevice{}}
 		for _, dev := range health.Devices(levels) {
 			h := d.deviceHealth(dev)
 			fp.Devices = append(fp.Devices, api.FencePathDevice{Device: dev, Level: first[dev], State: h.State, ErrorKind: h.ErrorKind, Since: h.Since})

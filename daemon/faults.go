@@ -36,7 +36,7 @@ var stalled atomic.Bool
 // injectedStall blocks the calling loop for good once the configured stall
 // time has passed.
 func (d *Daemon) injectedStall() {
-	if d.stallAfter > 0 && quorum.Since(d.started) > d.stallAfter {
+	if d.life.stallAfter > 0 && quorum.Since(d.life.started) > d.life.stallAfter {
 		if stalled.CompareAndSwap(false, true) {
 			d.log.Error("FAULT INJECTION: main loop stalled", "env", FaultStallEnv)
 		}

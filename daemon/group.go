@@ -2,10 +2,10 @@ package daemon
 
 import "sync"
 
-// group owns goroutines: Go refuses new work once Stop has begun, and Stop
+// taskGroup owns goroutines: Go refuses new work once Stop has begun, and Stop
 // waits for every goroutine it started, so nothing runs after the daemon
 // says it stopped and nothing is started into a half-closed daemon.
-type group struct {
+type taskGroup struct {
 	mu     sync.Mutex
 	closed bool
 	wg     sync.WaitGroup
@@ -13,7 +13,7 @@ type group struct {
 
 // Go runs f on its own goroutine and reports whether it did (false once
 // stopping began).
-func (g *group) Go(f func()) bool {
+func (g *taskGroup) Go(f func()) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
@@ -28,7 +28,7 @@ func (g *group) Go(f func()) bool {
 }
 
 // Stop refuses new work and waits for the running goroutines.
-func (g *group) Stop() {
+func (g *taskGroup) Stop() {
 	g.mu.Lock()
 	g.closed = true
 	g.mu.Unlock()

@@ -14,7 +14,7 @@ import (
 // service (and a hardware watchdog would reset the node).
 func (d *Daemon) beat() {
 	d.injectedStall()
-	d.lastBeat.Store(int64(quorum.Now()))
+	d.life.lastBeat.Store(int64(quorum.Now()))
 }
 
 func (d *Daemon) notify(state string) {
@@ -65,7 +65,7 @@ func (d *Daemon) lifecycle(done <-chan struct{}) {
 			d.log.Info("joined the cluster", "leader", d.raft.Leader(), "epoch", d.KnownEpoch(), "index", d.raft.AppliedIndex())
 			d.notify("READY=1")
 		}
-		if w := d.opts.WatchdogInterval; w > 0 && quorum.Since(quorum.Mono(d.lastBeat.Load())) < w/2 {
+		if w := d.opts.WatchdogInterval; w > 0 && quorum.Since(quorum.Mono(d.life.lastBeat.Load())) < w/2 {
 			d.notify("WATCHDOG=1")
 		}
 		if s := d.statusLine(ready); s != lastStatus {
@@ -83,7 +83,7 @@ func (d *Daemon) leaderCommit() uint64 {
 	if leader == d.self {
 		return d.raft.CommitIndex()
 	}
-	ctx, cancel := context.WithTimeout(d.hardCtx, time.Second)
+	ctx, cancel := context.WithTimeout(d.life.hardCtx, time.Second)
 	defer cancel()
 	out, err := d.members.Call(ctx, leader, fwdCommit, nil)
 	if err != nil {
@@ -113,10 +113,10 @@ func (d *Daemon) statusLine(joined bool) string {
 	if !joined {
 		return "joining the cluster"
 	}
-	st := d.raft.FSM().View()
+	st := d.raft.FSM().Holders()
 	switch role := d.Role(); role {
 	case RolePrimary, RolePrimaryElect:
-		if why := d.view.Load().blocked; why != "" {
+		if why := d.ctl.view.Load().blocked; why != "" {
 			return fmt.Sprintf("%s, epoch %d, BLOCKED: %s", role, d.Epoch(), why)
 		}
 		return fmt.Sprintf("%s, epoch %d", role, d.Epoch())

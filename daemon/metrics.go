@@ -12,6 +12,7 @@ import (
 
 	"github.com/fenced/fenced/daemon/api"
 	"github.com/fenced/fenced/daemon/health"
+	"github.com/fenced/fenced/daemon/resource"
 	"github.com/fenced/fenced/daemon/tenure"
 	"github.com/fenced/fenced/quorum"
 	"github.com/fenced/fenced/stonith/fencing"
@@ -31,7 +32,15 @@ type metrics struct {
 	dropped  prometheus.Counter
 }
 
-func newMetrics(d *Daemon) *metrics {
+// scrape is what the gauges computed at scrape time read.
+type scrape struct {
+	status    func() api.Status
+	devices   func() []health.Health   // this node's device checks
+	history   func() []fencing.Record  // the replicated fence history
+	resources func() []resource.Status // the resource group's
+}
+
+func newMetrics(src scrape) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		fences: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -62,7 +71,7 @@ func newMetrics(d *Daemon) *metrics {
 	}
 	m.reg.MustRegister(m.fences, m.attempts, m.duration, m.blocked, m.checks, m.inflight, m.alerts, m.dropped, buildInfo(),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.reg.MustRegister(&stateCollector{d: d}, &resourceCollector{d: d})
+	m.reg.MustRegister(&stateCollector{src: src}, &resourceCollector{status: src.resources})
 	return m
 }
 
@@ -132,7 +141,7 @@ func (m *metrics) takeoverBlocked() {
 }
 
 // stateCollector exports the daemon's state at scrape time.
-type stateCollector struct{ d *Daemon }
+type stateCollector struct{ src scrape }
 
 var (
 	descQuorum  = prometheus.NewDesc("fenced_quorum", "1 if a raft leader with a majority of the configured nodes is known.", nil, nil)
@@ -151,7 +160,7 @@ var (
 	descDevAge     = prometheus.NewDesc("fenced_device_last_check_age_seconds", "Time since the device's last finished check from this node started.", []string{"device"}, nil)
 	descDevLatency = prometheus.NewDesc("fenced_device_last_check_duration_seconds", "How long the device's last check from this node took.", []string{"device"}, nil)
 	descPath       = prometheus.NewDesc("fenced_fence_path_working", "1 if every device of some fence level of the node passed its last check from this node, 0 if every level has a failing device; absent while unknown.", []string{"node"}, nil)
-	descDevMonitor = prometheus.NewDesc("fenced_device_monitor_devices", "Fence devices this node's device monitor checks (those that fence another node).", nil, nil)
+	descDevMonitor = prometheus.NewDesc("fenced_device_monitor_devices", "Fence devices this node's device checker checks (those that fence another node).", nil, nil)
 
 	descStorage     = prometheus.NewDesc("fenced_storage_state", "1 for the current state of the storage (the resource group) on this node.", []string{"state"}, nil)
 	descRaftTerm    = prometheus.NewDesc("fenced_raft_term", "This node's current raft term.", nil, nil)
@@ -174,7 +183,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
-	s := c.d.StatusNow()
+	s := c.src.status()
 	ch <- prometheus.MustNewConstMetric(descQuorum, prometheus.GaugeValue, b2f(s.Quorum.Have))
 	ch <- prometheus.MustNewConstMetric(descVotes, prometheus.GaugeValue, float64(s.Quorum.Seen))
 	ch <- prometheus.MustNewConstMetric(descNeeded, prometheus.GaugeValue, float64(s.Quorum.Needed))
@@ -192,7 +201,8 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descLease, prometheus.GaugeValue, s.Self.LeaseLeftSec)
 	ch <- prometheus.MustNewConstMetric(descBlocked, prometheus.GaugeValue, b2f(s.Primary.State == quorum.HolderBlocked))
-	for _, h := range c.d.health.All() {
+	devices := c.src.devices()
+	for _, h := range devices {
 		if h.State == health.StatePending {
 			continue
 		}
@@ -205,7 +215,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descPath, prometheus.GaugeValue, b2f(p.State == api.PathWorking), p.Node)
 		}
 	}
-	ch <- prometheus.MustNewConstMetric(descDevMonitor, prometheus.GaugeValue, float64(len(c.d.health.All())))
+	ch <- prometheus.MustNewConstMetric(descDevMonitor, prometheus.GaugeValue, float64(len(devices)))
 	for _, st := range storageStates {
 		ch <- prometheus.MustNewConstMetric(descStorage, prometheus.GaugeValue, b2f(s.Self.Storage == st), st)
 	}
@@ -216,7 +226,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, st := range raftStates {
 		ch <- prometheus.MustNewConstMetric(descRaftState, prometheus.GaugeValue, b2f(s.Self.Raft == st), st)
 	}
-	for target, r := range lastFences(c.d.raft.FSM().State().History) {
+	for target, r := range lastFences(c.src.history()) {
 		at := r.Finished
 		if at.IsZero() {
 			at = r.Started

@@ -39,13 +39,13 @@ func (e *ReloadError) ErrorKind() string { return api.CodeRefused }
 // only a restart can (config.RestartNeeded), is refused as a whole and the
 // running configuration stays. SIGHUP and `fencectl reload` call it.
 func (d *Daemon) Reload(ctx context.Context) (api.ReloadReply, error) {
-	d.reloadMu.Lock()
-	defer d.reloadMu.Unlock()
+	d.conf.reloadMu.Lock()
+	defer d.conf.reloadMu.Unlock()
 	file := d.cfg.File()
 	reg := d.registry()
 	next, err := LoadConfig(file, d.self, "", reg)
 	if err == nil {
-		if ps := config.RestartNeeded(d.base, next); len(ps) > 0 {
+		if ps := config.RestartNeeded(d.conf.base, next); len(ps) > 0 {
 			err = &ReloadError{File: file, Problems: ps, Restart: true}
 		}
 	} else {
@@ -73,13 +73,13 @@ func (d *Daemon) Reload(ctx context.Context) (api.ReloadReply, error) {
 	// start adjusted: the storage's monitor interval).
 	d.setOwnConfig(next)
 	next.Storage, next.Resources = running.Storage, running.Resources
-	d.live.Store(next)
+	d.conf.live.Store(next)
 	d.SetMetaNow()
-	d.health.Reconfigure(ctx, d.deviceWatchList(next))
+	d.fence.health.Reconfigure(ctx, deviceWatchList(next))
 	d.alerts.Configure(next.AlertAgents())
 	d.reconfigureTenure()
 	d.setLastReload(&api.ReloadInfo{Time: wallPtr(now), OK: true})
-	own := d.own.Load()
+	own := d.conf.own.Load()
 	reply := api.ReloadReply{SchemaVersion: SchemaVersion, Node: d.self, File: file, Changed: changed, Fingerprint: own.hash}
 	if c := d.raft.FSM().Config(); c != nil {
 		reply.Committed, reply.Match = c.Hash, c.Hash == own.hash
@@ -98,9 +98,9 @@ func (d *Daemon) Reload(ctx context.Context) (api.ReloadReply, error) {
 func (d *Daemon) ConfigFile() string { return d.cfg.File() }
 
 func (d *Daemon) setLastReload(r *api.ReloadInfo) {
-	d.cw.mu.Lock()
-	d.cw.lastReload = r
-	d.cw.mu.Unlock()
+	d.conf.cw.mu.Lock()
+	d.conf.cw.lastReload = r
+	d.conf.cw.mu.Unlock()
 }
 
 // configRoutes serves reload and config accept.

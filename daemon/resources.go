@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -17,14 +18,19 @@ type statusReporter interface {
 	Status() []resource.Status
 }
 
+// resourceStatus is each resource's status, or nil when the group reports
+// none.
+func (d *Daemon) resourceStatus() []resource.Status {
+	if sr, ok := d.opts.Resource.(statusReporter); ok {
+		return sr.Status()
+	}
+	return nil
+}
+
 // ResourcesNow builds the resource list.
 func (d *Daemon) ResourcesNow() api.ResourceList {
 	l := api.ResourceList{SchemaVersion: api.SchemaVersion, Node: d.self, Role: d.Role(), Epoch: d.Epoch(), Resources: []api.ResourceStatus{}}
-	sr, ok := d.opts.Resource.(statusReporter)
-	if !ok {
-		return l
-	}
-	for _, s := range sr.Status() {
+	for _, s := range d.resourceStatus() {
 		rs := api.ResourceStatus{Name: s.Name, Kind: s.Kind, State: s.State, MonitorIntervalSec: s.MonitorInterval.Seconds(),
 			LastResult: s.LastResult, LastMonitorMillis: float64(s.LastTook.Microseconds()) / 1000,
 			Failures: s.Failures, LastError: s.LastError}
@@ -51,8 +57,8 @@ type prober interface {
 
 // newResourceGroup builds the configured resource group (resources, or the
 // storage shorthand), or nil when none is configured.
-func newResourceGroup(cfg *config.Config, d *Daemon) (Resource, error) {
-	g, err := resource.New(context.Background(), cfg, cfg.Node, d.log)
+func newResourceGroup(cfg *config.Config, log *slog.Logger) (Resource, error) {
+	g, err := resource.New(context.Background(), cfg, cfg.Node, log)
 	if err != nil || g == nil {
 		return nil, err
 	}

@@ -7,7 +7,7 @@ import (
 )
 
 // resourceCollector exports each resource of the group at scrape time.
-type resourceCollector struct{ d *Daemon }
+type resourceCollector struct{ status func() []resource.Status }
 
 var (
 	descResState    = prometheus.NewDesc("fenced_resource_state", "1 for the current state of each resource of the group on this node.", []string{"resource", "kind", "state"}, nil)
@@ -25,11 +25,7 @@ func (c *resourceCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *resourceCollector) Collect(ch chan<- prometheus.Metric) {
-	sr, ok := c.d.opts.Resource.(statusReporter)
-	if !ok {
-		return
-	}
-	for _, s := range sr.Status() {
+	for _, s := range c.status() {
 		for _, st := range resourceStates {
 			ch <- prometheus.MustNewConstMetric(descResState, prometheus.GaugeValue, b2f(s.State == st), s.Name, s.Kind, st)
 		}

@@ -25,29 +25,29 @@ func (d *Daemon) armWatchdog() time.Duration {
 	if w.Device == "" {
 		return 0
 	}
-	d.wdMu.Lock()
-	defer d.wdMu.Unlock()
-	if d.wd == nil {
+	d.wdog.mu.Lock()
+	defer d.wdog.mu.Unlock()
+	if d.wdog.dev == nil {
 		dev, err := watchdog.Arm(w.Device, w.Timeout.D())
 		if err != nil {
-			d.wdWhy = "not armed: " + err.Error()
+			d.wdog.why = "not armed: " + err.Error()
 			d.log.Error("watchdog not armed: it will not be advertised", "err", err)
 			return 0
 		}
-		d.wd = dev
-		d.group.Go(func() { d.feedWatchdog(dev) })
+		d.wdog.dev = dev
+		d.life.tasks.Go(func() { d.feedWatchdog(dev) })
 		keeps, why := dev.Keeps()
-		d.wdWhy = why
+		d.wdog.why = why
 		if keeps {
 			d.log.Info("watchdog armed", "device", w.Device, "timeout", dev.Timeout(), "why_trusted", why)
 		} else {
 			d.log.Error("watchdog armed but not advertised: the watchdog fence level cannot count on it", "device", w.Device, "why", why)
 		}
 	}
-	if keeps, _ := d.wd.Keeps(); !keeps {
+	if keeps, _ := d.wdog.dev.Keeps(); !keeps {
 		return 0
 	}
-	return d.wd.Timeout()
+	return d.wdog.dev.Timeout()
 }
 
 // watchdogStatus is the watchdog's state for status.
@@ -56,13 +56,13 @@ func (d *Daemon) watchdogStatus() *api.WatchdogStatus {
 	if w.Device == "" {
 		return nil
 	}
-	d.wdMu.Lock()
-	defer d.wdMu.Unlock()
-	st := &api.WatchdogStatus{Device: w.Device, Note: d.wdWhy}
-	if d.wd != nil {
+	d.wdog.mu.Lock()
+	defer d.wdog.mu.Unlock()
+	st := &api.WatchdogStatus{Device: w.Device, Note: d.wdog.why}
+	if d.wdog.dev != nil {
 		st.Armed = true
-		st.TimeoutSec = d.wd.Timeout().Seconds()
-		st.Advertised, _ = d.wd.Keeps()
+		st.TimeoutSec = d.wdog.dev.Timeout().Seconds()
+		st.Advertised, _ = d.wdog.dev.Keeps()
 	}
 	return st
 }
@@ -78,17 +78,17 @@ func (d *Daemon) feedWatchdog(dev *watchdog.Device) {
 	defer tick.Stop()
 	for {
 		select {
-		case <-d.hardCtx.Done():
+		case <-d.life.hardCtx.Done():
 			return
 		case <-tick.C:
 		}
-		d.wdMu.Lock()
-		armed := d.wd == dev
-		d.wdMu.Unlock()
+		d.wdog.mu.Lock()
+		armed := d.wdog.dev == dev
+		d.wdog.mu.Unlock()
 		if !armed {
 			return
 		}
-		if v := d.view.Load(); v.actingUntil == 0 || d.now() >= v.actingUntil {
+		if v := d.ctl.view.Load(); v.actingUntil == 0 || d.now() >= v.actingUntil {
 			continue // no valid lease: let it run out
 		}
 		if err := dev.Pet(); err != nil {
@@ -99,10 +99,10 @@ func (d *Daemon) feedWatchdog(dev *watchdog.Device) {
 
 // disarmWatchdog disarms the watchdog once nothing held runs any more.
 func (d *Daemon) disarmWatchdog() {
-	d.wdMu.Lock()
-	dev := d.wd
-	d.wd = nil
-	d.wdMu.Unlock()
+	d.wdog.mu.Lock()
+	dev := d.wdog.dev
+	d.wdog.dev = nil
+	d.wdog.mu.Unlock()
 	if dev == nil {
 		return
 	}
@@ -122,16 +122,16 @@ func (d *Daemon) holdWatchdog() bool {
 	if w.Device == "" {
 		return false
 	}
-	d.wdMu.Lock()
-	defer d.wdMu.Unlock()
-	if d.wd == nil {
+	d.wdog.mu.Lock()
+	defer d.wdog.mu.Unlock()
+	if d.wdog.dev == nil {
 		dev, err := watchdog.Arm(w.Device, w.Timeout.D())
 		if err != nil {
 			d.log.Error("self-fence: watchdog", "err", err)
 			return false
 		}
-		d.wd = dev
+		d.wdog.dev = dev
 	}
-	d.wd.Halt()
+	d.wdog.dev.Halt()
 	return true
 }

@@ -147,12 +147,12 @@ func TestFormersKeptUntilAGatePasses(t *testing.T) {
 	}
 	// b releases: only a is left.
 	apply(Command{Op: OpRelease, Node: "b", Epoch: 2})
-	if v := f.View(); v.Formers["b"] != 0 || v.Formers["a"] != 1 {
+	if v := f.Holders(); v.Formers["b"] != 0 || v.Formers["a"] != 1 {
 		t.Fatalf("after b's release: %+v", v.Formers)
 	}
 	// c passes its gate: it waited them all out.
 	apply(Command{Op: OpState, Node: "c", Epoch: 3, State: HolderMounted})
-	if v := f.View(); len(v.Formers) != 0 || v.LeaseOf != "" {
+	if v := f.Holders(); len(v.Formers) != 0 || v.LeaseOf != "" {
 		t.Fatalf("after c's gate: %+v %q", v.Formers, v.LeaseOf)
 	}
 }
@@ -167,18 +167,18 @@ func TestAdvertisedTimings(t *testing.T) {
 	apply(t, f, Command{Op: OpState, Node: "a", Epoch: 1, State: HolderMounting, Timing: long})
 	short := &HolderTiming{Lease: 3 * time.Second, Margin: 500 * time.Millisecond, Grace: 2 * time.Second}
 	apply(t, f, Command{Op: OpAcquire, Node: "b", Timing: short})
-	v := f.View()
+	v := f.Holders()
 	if v.Timings["a"] != *long || v.Timings["b"] != *short {
 		t.Fatalf("timings %+v", v.Timings)
 	}
 	// a is fenced: nothing of its may run any more.
 	apply(t, f, Command{Op: OpRecord, Record: &fencing.Record{Kind: fencing.KindFence, Target: "a", Action: "off", Executor: "b", Outcome: fencing.OutcomeSuccess}})
-	if _, ok := f.View().Timings["a"]; ok {
-		t.Fatalf("a's timing kept after its fence: %+v", f.View().Timings)
+	if _, ok := f.Holders().Timings["a"]; ok {
+		t.Fatalf("a's timing kept after its fence: %+v", f.Holders().Timings)
 	}
 	// An older version's acquire advertises none: the entry goes.
 	apply(t, f, Command{Op: OpAcquire, Node: "b"})
-	if _, ok := f.View().Timings["b"]; ok {
+	if _, ok := f.Holders().Timings["b"]; ok {
 		t.Fatal("a stale timing survived an acquire without one")
 	}
 	for _, bad := range []HolderTiming{{}, {Lease: -1, Margin: 1, Grace: 1}, {Lease: 2 * time.Hour, Margin: 1, Grace: 1}} {

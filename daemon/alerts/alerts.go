@@ -7,7 +7,7 @@
 // alert_snmp.sh.sample) and agents written for them run unmodified.
 //
 // Alerts never delay what raised them (the control loop, the fencer, the
-// device monitor): Emit only puts the event in a bounded queue and returns;
+// device checker): Emit only puts the event in a bounded queue and returns;
 // when the queue is full the event is dropped, counted and logged. One
 // dispatcher goroutine (Run) takes events from the queue and starts the
 // runs, at most MaxRunning at once; each run is a process group of its own,

@@ -44,8 +44,8 @@ type Log interface {
 	// Leader is the node that leads raft as far as this one knows ("" =
 	// none).
 	Leader() string
-	// View is the replicated state the tenure reads.
-	View() quorum.View
+	// Holders is the replicated state the tenure reads.
+	Holders() quorum.Holders
 	// History is the fence history, oldest first.
 	History() []fencing.Record
 	// SinceContact is how long ago this node last heard from leader (ok
@@ -269,9 +269,9 @@ func (d *Driver) Reconfigure(cfg tenure.Config) {
 // Shutdown asks for a graceful stop: release, then stop.
 func (d *Driver) Shutdown() { d.Post(tenure.ShutdownAsked{}) }
 
-// viewOf is the replicated state as the machine reads it.
-func viewOf(v quorum.View) tenure.View {
-	tv := tenure.View{Epoch: v.Epoch, Holder: v.Holder, HolderState: v.HolderState, LeaseOf: v.LeaseOf, Formers: v.Formers,
+// committedOf is the replicated state as the machine reads it.
+func committedOf(v quorum.Holders) tenure.Committed {
+	tv := tenure.Committed{Epoch: v.Epoch, Holder: v.Holder, HolderState: v.HolderState, LeaseOf: v.LeaseOf, Formers: v.Formers,
 		Unconfirmed: v.Unconfirmed, Standby: v.Standby, Watchdogs: v.Watchdogs}
 	if len(v.Unclean) > 0 {
 		tv.Unclean = make(map[string]bool, len(v.Unclean))
@@ -306,7 +306,7 @@ func (d *Driver) Step() {
 		d.events = d.events[1:]
 	}
 	before := d.m.Phase()
-	acts := d.m.Step(tenure.Input{Now: d.env.Clock.Now(), Leader: d.env.Log.IsLeader(), View: viewOf(d.env.Log.View()),
+	acts := d.m.Step(tenure.Input{Now: d.env.Clock.Now(), Leader: d.env.Log.IsLeader(), Committed: committedOf(d.env.Log.Holders()),
 		Ineligible: d.env.Ineligible(), Event: ev})
 	if after := d.m.Phase(); before == tenure.Releasing && (after == tenure.Secondary || after == tenure.Stopped) {
 		d.env.Effects.DisarmWatchdog()
@@ -651,7 +651,7 @@ func (d *Driver) Fence(s *Scope, req FenceRequest, done func(fencing.Record)) {
 	log := d.env.Log
 	req.Executor = d.cfg.Machine.Self
 	if req.Epoch == 0 {
-		req.Epoch = log.View().Epoch
+		req.Epoch = log.Holders().Epoch
 	}
 	kind := fencing.KindFence
 	if req.Action == fencing.ActionOn {
@@ -660,7 +660,7 @@ func (d *Driver) Fence(s *Scope, req FenceRequest, done func(fencing.Record)) {
 		// The boot the target may run the storage in: its mount
 		// intent's, else what its gossip last advertised. It decides
 		// whether the target may unfence itself again (see unfenceRule).
-		v := log.View()
+		v := log.Holders()
 		req.TargetBoot = v.Boots[req.Target]
 		if req.TargetBoot == "" {
 			req.TargetBoot = d.env.Peers.Boot(req.Target)

@@ -134,7 +134,7 @@ type wlog struct{ w *world }
 
 func (l wlog) IsLeader() bool            { return l.w.isLeader }
 func (l wlog) Leader() string            { return l.w.leader }
-func (l wlog) View() quorum.View         { return l.w.fsm.View() }
+func (l wlog) Holders() quorum.Holders   { return l.w.fsm.Holders() }
 func (l wlog) History() []fencing.Record { return l.w.fsm.State().History }
 func (l wlog) SinceContact(string) (time.Duration, bool) {
 	return 0, false

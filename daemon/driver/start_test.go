@@ -143,12 +143,12 @@ func TestStartProbeFirstThenEscalates(t *testing.T) {
 	if w.tries != 0 {
 		t.Fatalf("unfenced (%d) before the probe passed", w.tries)
 	}
-	v := w.fsm.View()
+	v := w.fsm.Holders()
 	if _, ok := v.Unclean["a"]; !ok || v.Unconfirmed["a"] != 1 {
 		t.Fatalf("not marked unclean: %+v", v)
 	}
 	w.run(5 * time.Second)
-	v = w.fsm.View()
+	v = w.fsm.Holders()
 	if _, ok := v.Unclean["a"]; !ok || v.Unconfirmed["a"] != 1 {
 		t.Fatalf("the listing changed after the probe passed: %+v", v)
 	}
@@ -189,7 +189,7 @@ func TestSelfFenceWithoutReset(t *testing.T) {
 		t.Fatal("done before the node was marked")
 	}
 	w.run(time.Second)
-	v := w.fsm.View()
+	v := w.fsm.Holders()
 	if !strings.Contains(v.Unclean["a"], "could not reset itself") || v.Unconfirmed["a"] != 1 {
 		t.Fatalf("not marked: %+v", v)
 	}
@@ -201,8 +201,8 @@ func TestSelfFenceWithoutReset(t *testing.T) {
 	w2.canReset = true
 	w2.drv.act(tenure.SelfFence{Reason: "x"})
 	w2.run(time.Second)
-	if len(w2.exits) != 0 || len(w2.fsm.View().Unclean) != 0 {
-		t.Fatalf("a resetting node exited or was marked: %q %+v", w2.exits, w2.fsm.View())
+	if len(w2.exits) != 0 || len(w2.fsm.Holders().Unclean) != 0 {
+		t.Fatalf("a resetting node exited or was marked: %q %+v", w2.exits, w2.fsm.Holders())
 	}
 }
 

@@ -14,7 +14,7 @@
 // view of its own BMC says nothing about whether a peer reaches it (the
 // peers check those).
 //
-// The monitor runs on goroutines of its own, one per device, owned by Run.
+// The checker runs on goroutines of its own, one per device, owned by Run.
 // The control loop never waits for it and never reads it: a device that
 // hangs holds only its own check, bounded by the device's timeout. Checks
 // are spread over time (each device starts at its own offset, derived from
@@ -139,7 +139,7 @@ type Keeper interface {
 	Close() error
 }
 
-// Options configure a Monitor.
+// Options configure a Checker.
 type Options struct {
 	// Self names this node, for the phase of each device's checks (two
 	// nodes checking the same device do not check it at the same moment).
@@ -172,9 +172,9 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Monitor checks devices on their intervals and keeps the results. Its
+// Checker checks devices on their intervals and keeps the results. Its
 // methods are safe for concurrent use.
-type Monitor struct {
+type Checker struct {
 	o    Options
 	log  *slog.Logger
 	sem  chan struct{}
@@ -190,7 +190,7 @@ type Monitor struct {
 }
 
 // New returns a monitor of o.Devices; Run starts the checks.
-func New(o Options) *Monitor {
+func New(o Options) *Checker {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -212,7 +212,7 @@ func New(o Options) *Monitor {
 	if o.WarmPoll <= 0 {
 		o.WarmPoll = 5 * time.Second
 	}
-	m := &Monitor{o: o, log: o.Logger, sem: make(chan struct{}, o.MaxChecks), devs: map[string]Device{}, health: map[string]*Health{},
+	m := &Checker{o: o, log: o.Logger, sem: make(chan struct{}, o.MaxChecks), devs: map[string]Device{}, health: map[string]*Health{},
 		reconf: make(chan []Device), rewarm: make(chan struct{})}
 	for _, d := range o.Devices {
 		m.devs[d.Name] = d
@@ -227,14 +227,14 @@ func New(o Options) *Monitor {
 // once (a node that dies holding it would leave it taking one of the BMC's
 // few slots until the BMC expires it) and one that started to matter is
 // opened.
-func (m *Monitor) Rewarm() {
+func (m *Checker) Rewarm() {
 	m.mu.Lock()
 	close(m.rewarm)
 	m.rewarm = make(chan struct{})
 	m.mu.Unlock()
 }
 
-func (m *Monitor) rewarmed() <-chan struct{} {
+func (m *Checker) rewarmed() <-chan struct{} {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.rewarm
@@ -242,7 +242,7 @@ func (m *Monitor) rewarmed() <-chan struct{} {
 
 // Run checks every device on its interval until ctx ends, and returns once
 // every check it started has returned.
-func (m *Monitor) Run(ctx context.Context) {
+func (m *Checker) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	type watcher struct {
@@ -308,7 +308,7 @@ func (m *Monitor) Run(ctx context.Context) {
 // are forgotten, and a device whose parameters or interval changed is
 // checked with the new ones. It waits until Run took the list, or ctx
 // ended (Run not running).
-func (m *Monitor) Reconfigure(ctx context.Context, devs []Device) {
+func (m *Checker) Reconfigure(ctx context.Context, devs []Device) {
 	m.mu.Lock()
 	want := map[string]bool{}
 	for _, d := range devs {
@@ -356,7 +356,7 @@ func phase(self, device string, span time.Duration) time.Duration {
 
 // watch checks one device at first+k·interval, skipping the times a slow
 // check overran.
-func (m *Monitor) watch(ctx context.Context, d Device) {
+func (m *Checker) watch(ctx context.Context, d Device) {
 	next := time.Now().Add(phase(m.o.Self, d.Name, min(m.o.FirstWithin, d.Interval)))
 	t := time.NewTimer(time.Until(next))
 	defer t.Stop()
@@ -376,13 +376,13 @@ func (m *Monitor) watch(ctx context.Context, d Device) {
 }
 
 // check runs one check of d and records it.
-func (m *Monitor) check(ctx context.Context, d Device) {
+func (m *Checker) check(ctx context.Context, d Device) {
 	m.run(ctx, d, 0, func(cctx context.Context) error { return m.o.Check(cctx, d.Target) })
 }
 
 // run runs check as one check of d, within d's timeout (at least
 // atLeast), and records it.
-func (m *Monitor) run(ctx context.Context, d Device, atLeast time.Duration, check func(context.Context) error) {
+func (m *Checker) run(ctx context.Context, d Device, atLeast time.Duration, check func(context.Context) error) {
 	select {
 	case m.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -412,7 +412,7 @@ func (m *Monitor) run(ctx context.Context, d Device, atLeast time.Duration, chec
 }
 
 // setChecking marks the start (or, zero, the end) of a running check.
-func (m *Monitor) setChecking(device string, at time.Time) {
+func (m *Checker) setChecking(device string, at time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if h, ok := m.health[device]; ok {
@@ -422,7 +422,7 @@ func (m *Monitor) setChecking(device string, at time.Time) {
 
 // watchKept is watch for a device checked through its kept agent, which
 // it owns: it builds it first and closes it last.
-func (m *Monitor) watchKept(ctx context.Context, d Device) {
+func (m *Checker) watchKept(ctx context.Context, d Device) {
 	k, err := m.o.Keep(d)
 	if err != nil {
 		// A configuration error (the agent cannot be built): every check
@@ -505,9 +505,9 @@ func (m *Monitor) watchKept(ctx context.Context, d Device) {
 }
 
 // Record stores the result of a check of device that started at started
-// and took took: one of the monitor's own, or one made elsewhere (an
+// and took took: one of the checker's own, or one made elsewhere (an
 // admin's `fencectl device status`). Unknown devices are ignored.
-func (m *Monitor) Record(device string, started time.Time, took time.Duration, err error, timedOut bool) {
+func (m *Checker) Record(device string, started time.Time, took time.Duration, err error, timedOut bool) {
 	m.mu.Lock()
 	h, ok := m.health[device]
 	if !ok {
@@ -547,7 +547,7 @@ func (m *Monitor) Record(device string, started time.Time, took time.Duration, e
 }
 
 // Get returns the health of device; false if this monitor does not watch it.
-func (m *Monitor) Get(device string) (Health, bool) {
+func (m *Checker) Get(device string) (Health, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	h, ok := m.health[device]
@@ -558,7 +558,7 @@ func (m *Monitor) Get(device string) (Health, bool) {
 }
 
 // All returns the health of every watched device, by name.
-func (m *Monitor) All() []Health {
+func (m *Checker) All() []Health {
 	m.mu.Lock()
 	out := make([]Health, 0, len(m.health))
 	for _, h := range m.health {
@@ -569,8 +569,8 @@ func (m *Monitor) All() []Health {
 	return out
 }
 
-// Watches reports whether the monitor checks device.
-func (m *Monitor) Watches(device string) bool {
+// Watches reports whether the checker checks device.
+func (m *Checker) Watches(device string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	_, ok := m.devs[device]

@@ -134,7 +134,7 @@ func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
 // A device whose password changes is reported failing (auth) at its next
 // check, and healthy again at the check after it is fixed; Since and
 // Failures follow.
-func TestMonitorStateChanges(t *testing.T) {
+func TestCheckerStateChanges(t *testing.T) {
 	f := newFake()
 	var observed atomic.Int32
 	m := New(Options{Self: "node1", Devices: devs(50*time.Millisecond, "bmc"), Check: f.check, FirstWithin: time.Millisecond,

@@ -112,9 +112,9 @@ func (d Demotion) String() string {
 	return d.Reason.String() + ": " + d.Detail
 }
 
-// View is the part of the replicated state the rules read, as this node
+// Committed is the part of the replicated state the rules read, as this node
 // has applied it.
-type View struct {
+type Committed struct {
 	Epoch       uint64
 	Holder      string
 	HolderState string
@@ -197,9 +197,9 @@ const (
 // Input is one step's worth of the world: the time, whether this node is
 // raft leader, the replicated state as applied here, and at most one event.
 type Input struct {
-	Now    Time
-	Leader bool
-	View   View
+	Now       Time
+	Leader    bool
+	Committed Committed
 	// Ineligible, when set, says why this node may not take primacy now
 	// (e.g. its unfencing at start failed, or a resource found running
 	// where it must not be could not be stopped). It holds no tenure; a
@@ -430,7 +430,7 @@ type Machine struct {
 	transferring bool
 	// transferCooling: the running transfer began during a cooldown.
 	transferCooling bool
-	lastView        View
+	lastCommitted   Committed
 	leader          bool
 }
 
@@ -521,11 +521,11 @@ func (m *Machine) Wake(now Time) Time {
 		switch m.phase {
 		case Waiting, Blocked:
 			at(m.vanishAt, m.fenceAt, m.expireAt)
-			for _, f := range m.formers(m.lastView) {
-				at(m.formerEnd(f, m.lastView))
+			for _, f := range m.formers(m.lastCommitted) {
+				at(m.formerEnd(f, m.lastCommitted))
 			}
-			for _, n := range m.pending(m.lastView) {
-				if e, _, ok := m.expiry(n, m.lastView); ok {
+			for _, n := range m.pending(m.lastCommitted) {
+				if e, _, ok := m.expiry(n, m.lastCommitted); ok {
 					at(e)
 				}
 			}
@@ -533,7 +533,7 @@ func (m *Machine) Wake(now Time) Time {
 			if m.cfg.Storage && !m.monitoring {
 				at(m.nextMonitor)
 			}
-			if !m.serveFence && len(m.besides(m.lastView)) > 0 {
+			if !m.serveFence && len(m.besides(m.lastCommitted)) > 0 {
 				at(m.fenceAt)
 			}
 		}
@@ -554,7 +554,7 @@ func (m *Machine) Step(in Input) []Action {
 	if m.Done() {
 		return nil
 	}
-	m.lastView, m.leader = in.View, in.Leader
+	m.lastCommitted, m.leader = in.Committed, in.Leader
 	var acts []Action
 	if e := in.Event; e != nil {
 		acts = m.handle(in, e)
@@ -651,7 +651,7 @@ func (m *Machine) handle(in Input, e Event) []Action {
 			return nil
 		}
 		var why []string
-		for _, n := range m.pending(in.View) {
+		for _, n := range m.pending(in.Committed) {
 			if msg, ok := e.Failed[n]; ok {
 				m.fenceFailed[n] = true
 				why = append(why, n+": "+msg)
@@ -666,7 +666,7 @@ func (m *Machine) handle(in Input, e Event) []Action {
 		// expiry or watchdog confirms it stopped is waited for instead
 		// of blocking (see gate).
 		m.fenceAt = in.Now.Add(m.backoff)
-		if !m.anyBlocked(in.View) {
+		if !m.anyBlocked(in.Committed) {
 			m.phase = Waiting
 			m.backoff = min(m.backoff*2, m.maxBackoff())
 			return nil
@@ -802,7 +802,7 @@ func (m *Machine) advance(in Input) []Action {
 
 // mustDemote reports why a holding tenure must end now, if it must.
 func (m *Machine) mustDemote(in Input) (Demotion, bool) {
-	v := in.View
+	v := in.Committed
 	switch {
 	case in.Now >= m.actingUntil:
 		return Demotion{Reason: ReasonLeaseExpired}, true
@@ -841,7 +841,7 @@ func (m *Machine) idle(in Input) []Action {
 		m.handover = nil
 		return m.transfer(in, to)
 	}
-	if m.cfg.Witness || in.View.Standby[m.cfg.Self] || in.Ineligible != "" || in.Now < m.cooldown {
+	if m.cfg.Witness || in.Committed.Standby[m.cfg.Self] || in.Ineligible != "" || in.Now < m.cooldown {
 		// Never primary here (a witness, a standby or ineligible node, or
 		// a node whose storage just failed): let another node lead.
 		if in.Now >= m.transferAt {
@@ -859,7 +859,7 @@ func (m *Machine) idle(in Input) []Action {
 
 // pending lists the nodes other than this one that may still run the
 // storage.
-func (m *Machine) pending(v View) []string {
+func (m *Machine) pending(v Committed) []string {
 	var ns []string
 	for n := range v.Unconfirmed {
 		if n != m.cfg.Self {
@@ -874,7 +874,7 @@ func (m *Machine) pending(v View) []string {
 // still run the storage is confirmed stopped, and the former holder's
 // lease has certainly run out (or it is confirmed stopped).
 func (m *Machine) gate(in Input) []Action {
-	v := in.View
+	v := in.Committed
 	if v.Epoch != m.epoch {
 		return nil // the grant is not applied here yet
 	}
@@ -973,7 +973,7 @@ func (m *Machine) gate(in Input) []Action {
 // replicated state lists as maybe running the storage while this node
 // serves: a node whose probe found something of the group left running
 // that it could not stop.
-func (m *Machine) besides(v View) []string {
+func (m *Machine) besides(v Committed) []string {
 	var ns []string
 	for _, n := range m.pending(v) {
 		if m.cfg.Fenceable[n] {
@@ -988,7 +988,7 @@ func (m *Machine) besides(v View) []string {
 // way to stop that. This node's tenure goes on meanwhile (what runs here
 // is its own), retrying with backoff.
 func (m *Machine) fenceBesides(in Input) []Action {
-	targets := m.besides(in.View)
+	targets := m.besides(in.Committed)
 	if len(targets) == 0 || m.serveFence || in.Now < m.fenceAt {
 		return nil
 	}
@@ -1008,7 +1008,7 @@ func (m *Machine) maxBackoff() time.Duration {
 // formers lists the former holders whose leases may still run, this node
 // excepted (its own former tenure ended in this process, or in one that
 // stopped before this one could acquire).
-func (m *Machine) formers(v View) []string {
+func (m *Machine) formers(v Committed) []string {
 	set := map[string]bool{}
 	if v.LeaseOf != "" {
 		set[v.LeaseOf] = true
@@ -1024,7 +1024,7 @@ func (m *Machine) formers(v View) []string {
 // its advertised timing and this node's: lease + margin after the grant
 // (every renewal of f's came before it), or for the newest former holder
 // after the point a majority bounds its last renewal by, if sooner.
-func (m *Machine) formerEnd(f string, v View) Time {
+func (m *Machine) formerEnd(f string, v Committed) Time {
 	t := m.timingOf(f, v)
 	end := t.SuccessorWait(m.grantAt)
 	if f == v.LeaseOf && m.bounded {
@@ -1035,7 +1035,7 @@ func (m *Machine) formerEnd(f string, v View) Time {
 
 // timingOf is the timing to wait out for node f: field by field the
 // longer of what f advertised and this node's own.
-func (m *Machine) timingOf(f string, v View) Timing {
+func (m *Machine) timingOf(f string, v Committed) Timing {
 	t := m.cfg.Timing
 	if a, ok := v.Timings[f]; ok {
 		t.Lease, t.Margin, t.Grace = max(t.Lease, a.Lease), max(t.Margin, a.Margin), max(t.Grace, a.Grace)
@@ -1058,7 +1058,7 @@ func (m *Machine) timingOf(f string, v View) Timing {
 // every resource of the group checks tokens does that not matter: a
 // resource that does not (Unchecked) is left running by a holder whose
 // daemon crashed, and nothing says its stop ever ran.
-func (m *Machine) expiry(n string, v View) (at Time, kind string, ok bool) {
+func (m *Machine) expiry(n string, v Committed) (at Time, kind string, ok bool) {
 	base := m.formerEnd(n, v)
 	switch {
 	case m.cfg.TokenStorage && !m.cfg.Unchecked:
@@ -1071,7 +1071,7 @@ func (m *Machine) expiry(n string, v View) (at Time, kind string, ok bool) {
 
 // anyBlocked reports a node that may run the storage and can be
 // confirmed stopped by nothing but a fence that failed, or an admin.
-func (m *Machine) anyBlocked(v View) bool {
+func (m *Machine) anyBlocked(v Committed) bool {
 	for _, n := range m.pending(v) {
 		if _, _, ok := m.expiry(n, v); ok {
 			continue
@@ -1105,7 +1105,7 @@ func (m *Machine) demote(in Input, r Reason, detail string) []Action {
 	// A release says nothing runs here. This process may not have started
 	// what runs (a crashed daemon leaves the storage mounted): while the
 	// replicated state lists this node as maybe running it, stop it first.
-	_, mayRun := in.View.Unconfirmed[m.cfg.Self]
+	_, mayRun := in.Committed.Unconfirmed[m.cfg.Self]
 	if m.storage == StorageStopped && !m.starting && !(m.cfg.Storage && mayRun) {
 		return append(acts, m.release(in)...)
 	}
@@ -1136,7 +1136,7 @@ func (m *Machine) released(in Input) []Action {
 	m.storage = StorageStopped
 	m.acquireAt = 0
 	var acts []Action
-	standby := in.View.Standby[m.cfg.Self]
+	standby := in.Committed.Standby[m.cfg.Self]
 	fault := m.demotion.Reason.StorageFault()
 	if fault {
 		m.cooldown = in.Now.Add(t.Lease)
@@ -1170,4 +1170,4 @@ func (m *Machine) selfFence(reason string) []Action {
 
 // Unconfirmed returns a copy of the nodes the last view listed as maybe
 // running the storage (for status).
-func (m *Machine) Unconfirmed() map[string]uint64 { return maps.Clone(m.lastView.Unconfirmed) }
+func (m *Machine) Unconfirmed() map[string]uint64 { return maps.Clone(m.lastCommitted.Unconfirmed) }

@@ -20,7 +20,7 @@ type rig struct {
 	m      *Machine
 	now    Time
 	leader bool
-	view   View
+	view   Committed
 	// renew answers every Confirm at once with success, and leaves it out
 	// of the actions step returns (for tests not about renewals).
 	renew bool
@@ -32,12 +32,12 @@ func newRig(t *testing.T, mod func(*Config)) *rig {
 	if mod != nil {
 		mod(&cfg)
 	}
-	return &rig{t: t, m: New(cfg), now: 100 * sec, view: View{Unconfirmed: map[string]uint64{}}, renew: true}
+	return &rig{t: t, m: New(cfg), now: 100 * sec, view: Committed{Unconfirmed: map[string]uint64{}}, renew: true}
 }
 
 func (r *rig) step(ev Event) []Action {
 	r.t.Helper()
-	acts := r.m.Step(Input{Now: r.now, Leader: r.leader, View: r.view, Event: ev})
+	acts := r.m.Step(Input{Now: r.now, Leader: r.leader, Committed: r.view, Event: ev})
 	if w := r.m.Wake(r.now); w <= r.now {
 		r.t.Fatalf("Wake(%v) = %v: not after now", r.now, w)
 	}
@@ -220,7 +220,7 @@ func TestBoundShortensTheWait(t *testing.T) {
 	r.want(r.grant(2, Grant{LeaseOf: "b"}), Waiting, AskBound{})
 	bound := r.now.Add(-2 * time.Second) // the majority last heard from b 2s ago
 	r.want(r.step(BoundDone{Epoch: 2, Bound: bound, OK: true}), Waiting)
-	if w := r.m.formerEnd("b", r.m.lastView); w != bound.Add(testTiming.Lease+testTiming.Margin) {
+	if w := r.m.formerEnd("b", r.m.lastCommitted); w != bound.Add(testTiming.Lease+testTiming.Margin) {
 		t.Fatalf("wait ends %v, want bound + lease + margin %v", w, bound.Add(testTiming.Lease+testTiming.Margin))
 	}
 	r.now = bound.Add(testTiming.Lease + testTiming.Margin)
@@ -230,7 +230,7 @@ func TestBoundShortensTheWait(t *testing.T) {
 	r2.grant(2, Grant{LeaseOf: "b"})
 	r2.step(BoundDone{Epoch: 1, Bound: 0, OK: true})
 	r2.step(BoundDone{Epoch: 2, Bound: 0, OK: false})
-	if w := r2.m.formerEnd("b", r2.m.lastView); w != r2.now.Add(testTiming.Lease+testTiming.Margin) {
+	if w := r2.m.formerEnd("b", r2.m.lastCommitted); w != r2.now.Add(testTiming.Lease+testTiming.Margin) {
 		t.Fatalf("ignored bound moved the wait: %v", w)
 	}
 }
@@ -555,7 +555,7 @@ func TestStandbyAndWitnessNeverAcquire(t *testing.T) {
 func TestIneligibleNeverAcquires(t *testing.T) {
 	r := newRig(t, nil)
 	r.leader = true
-	acts := r.m.Step(Input{Now: r.now, Leader: true, View: r.view, Ineligible: "unfencing at start failed"})
+	acts := r.m.Step(Input{Now: r.now, Leader: true, Committed: r.view, Ineligible: "unfencing at start failed"})
 	r.want(acts, Secondary, Transfer{})
 	r.step(TransferDone{Err: errors.New("no other voter")})
 	r.now = r.m.cooldown
@@ -568,7 +568,7 @@ func TestSupersededAndStaleViews(t *testing.T) {
 	r.grant(5, Grant{})
 	stale := r.view
 	stale.Epoch = 4
-	if acts := r.m.Step(Input{Now: r.now, Leader: true, View: stale}); r.m.Phase() != Serving {
+	if acts := r.m.Step(Input{Now: r.now, Leader: true, Committed: stale}); r.m.Phase() != Serving {
 		t.Fatalf("a view older than the grant demoted: %s", names(acts))
 	}
 	r.view.Epoch, r.view.Holder = 6, "b"

@@ -111,7 +111,7 @@ func (c *checker) applied(n *Node, i uint64, e entry) {
 
 // fsmApplied: a node's replicated epoch never goes back.
 func (c *checker) fsmApplied(n *Node) {
-	e := n.fsm.View().Epoch
+	e := n.fsm.Holders().Epoch
 	if e < n.lastEpoch {
 		c.failf(InvEpoch, "%s's replicated epoch went from %d back to %d", n.name, n.lastEpoch, e)
 	}

@@ -82,7 +82,7 @@ func (p *proc) rankOrder(l int) []string {
 
 // mayNotHold: a witness or a standby node (as the daemon's mayNotHold).
 func (p *proc) mayNotHold() func(string) bool {
-	standby := p.n.fsm.View().Standby
+	standby := p.n.fsm.Holders().Standby
 	return func(name string) bool { return p.w.sc.witness(p.w.node(name).id) || standby[name] }
 }
 

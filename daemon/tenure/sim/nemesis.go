@@ -178,7 +178,7 @@ func (w *World) standby(n *Node, on bool) {
 	tok := n.standbyTok
 	var try func()
 	try = func() {
-		if n.standbyTok != tok || w.chk.tfsm.View().Standby[n.name] == on {
+		if n.standbyTok != tok || w.chk.tfsm.Holders().Standby[n.name] == on {
 			return
 		}
 		if q := w.leaderProc(); q != nil {
@@ -231,7 +231,7 @@ func (w *World) recoverByHand(n *Node) {
 	n.restart++
 	var try func(i int)
 	try = func(i int) {
-		if _, listed := w.chk.tfsm.View().Unconfirmed[n.name]; !listed || i > 100 {
+		if _, listed := w.chk.tfsm.Holders().Unconfirmed[n.name]; !listed || i > 100 {
 			n.powerOn()
 			return
 		}
@@ -249,7 +249,7 @@ func (w *World) confirm(n *Node) {
 	}
 	now := w.wall()
 	rec := fencing.Record{Kind: fencing.KindConfirm, Target: n.name, Reason: "confirmed down by the admin", RequestedBy: "admin",
-		Executor: q.n.name, Epoch: q.n.fsm.View().Epoch, Started: now, Finished: now, Outcome: fencing.OutcomeSuccess}
+		Executor: q.n.name, Epoch: q.n.fsm.Holders().Epoch, Started: now, Finished: now, Outcome: fencing.OutcomeSuccess}
 	q.applyCmd(quorum.Command{Op: quorum.OpRecord, Record: &rec}, func(any, error) {})
 }
 
@@ -315,7 +315,7 @@ func (w *World) heal() {
 			delete(p.inel, "config")
 			p.loopKick()
 		}
-		_, unclean := w.chk.tfsm.View().Unclean[n.name]
+		_, unclean := w.chk.tfsm.Holders().Unclean[n.name]
 		switch {
 		case unclean:
 			// A node that could not stop the group nor reset itself,

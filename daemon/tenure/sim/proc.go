@@ -254,8 +254,8 @@ func (l simLog) Leader() string {
 	}
 	return nodeName(l.p.leaderID)
 }
-func (l simLog) View() quorum.View {
-	v := l.p.n.fsm.View()
+func (l simLog) Holders() quorum.Holders {
+	v := l.p.n.fsm.Holders()
 	if l.p.w.opt.Mutation == MutNoTimings {
 		v.Timings = nil // broken on purpose
 	}
