@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -375,9 +377,14 @@ func (a *Agent) login(ctx context.Context, budget time.Duration) (*session, erro
 	s := &session{a: a, c: c}
 	s.Wake = s.wake
 	// go-ipmi neither resends nor times out on its own: the session's
-	// connection does, at the BMC's pace (transport.go).
+	// connection does, at the BMC's pace (transport.go), and it refuses
+	// every reply that does not prove it comes from the BMC (integrity.go).
+	var g *guard
+	if cfg.lanplus {
+		g = newGuard(a.log, net.JoinHostPort(cfg.host, strconv.Itoa(cfg.port)), cfg.username, password, cfg.kg)
+	}
 	c.WithTimeout(noDeadline).WithRetry(0).WithMaxPrivilegeLevel(cfg.privilege).
-		WithUDPProxy(dialer{est: a.est, retries: cfg.retries, made: func(tc *timedConn) { s.conn = tc }})
+		WithUDPProxy(dialer{est: a.est, retries: cfg.retries, guard: g, made: func(tc *timedConn) { s.conn = tc }})
 	if cfg.lanplus {
 		c.WithInterface(client.InterfaceLanplus).WithCipherSuiteID(cfg.cipher)
 		if len(cfg.kg) > 0 {
@@ -394,6 +401,15 @@ func (a *Agent) login(ctx context.Context, budget time.Duration) (*session, erro
 	err = c.Connect(loginCtx)
 	timedOut := errors.Is(loginCtx.Err(), context.DeadlineExceeded)
 	cancel()
+	if err != nil && g != nil && g.refusal() != nil {
+		// The BMC answered with weaker algorithms than asked for, or
+		// without proving it knows the password: refused, whatever go-ipmi
+		// made of it (it flattens its login errors into text).
+		agents.NoteAnswer(ctx)
+		s.close(ctx, false) // no command goes out under what was refused
+		a.log.Warn("ipmi login refused", "addr", cfg.host, "cipher", int(cfg.cipher), "err", g.refusal())
+		return nil, agents.Failed(a.op("connect"), g.refusal())
+	}
 	if err != nil {
 		if isAuthError(err, err.Error()) {
 			agents.NoteAnswer(ctx)

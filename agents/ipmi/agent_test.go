@@ -360,6 +360,8 @@ func TestParamsValidation(t *testing.T) {
 		{"cipher 0", "cipher", "0", "allow_cipher0"},
 		{"cipher junk", "cipher", "x", "parameter cipher"},
 		{"cipher 99", "cipher", "99", "not supported"},
+		{"cipher 1", "cipher", "1", "signs no reply"},
+		{"cipher 6", "cipher", "6", "signs no reply"},
 		{"privlvl", "privlvl", "root", "parameter privlvl"},
 		{"port", "ipport", "70000", "parameter ipport"},
 		{"method cycle", "method", "cycle", "method: cycle is refused"},

@@ -35,7 +35,7 @@ var params = []agents.Param{
 	{Name: "password", Description: "BMC password (or password_file / password_script)", Type: "string", Secret: true, Aliases: []string{"passwd"}},
 	{Name: "lanplus", Description: "Use IPMI v2.0 RMCP+ (lanplus); 0 selects IPMI v1.5 LAN", Type: "boolean", Default: "1"},
 	{Name: "cipher", Description: "RMCP+ cipher suite (17 or 3 recommended; 0 means no authentication and needs allow_cipher0)", Type: "integer", Default: strconv.Itoa(defaultCipher)},
-	{Name: "allow_cipher0", Description: "Allow cipher suite 0 (no authentication, no integrity, no encryption)", Type: "boolean", Default: "0"},
+	{Name: "allow_cipher0", Description: "Allow cipher suite 0 (no authentication, no integrity, no encryption), or 1 and 6 (no integrity: replies are not signed)", Type: "boolean", Default: "0"},
 	{Name: "privlvl", Description: "Privilege level: callback, user, operator or administrator", Type: "string", Default: "administrator"},
 	{Name: "hexadecimal_kg", Description: "Hexadecimal BMC key (Kg) for IPMI v2.0 two-key logins", Type: "string", Secret: true},
 	{Name: "method", Description: "Reboot method: onoff (a power cycle cannot be confirmed by read-back and is refused)", Type: "string", Default: "onoff"},
@@ -102,14 +102,20 @@ func parseConfig(p agents.Params, log *slog.Logger) (*config, error) {
 	case cipher < 0 || cipher > 255:
 		errs = append(errs, fmt.Errorf("parameter cipher: %d is not a cipher suite id", cipher))
 	default:
-		if _, _, _, ok := types.GetCipherSuiteAlgorithms(types.CipherSuiteID(cipher)); !ok {
+		_, integ, _, ok := types.GetCipherSuiteAlgorithms(types.CipherSuiteID(cipher))
+		switch {
+		case !ok:
 			errs = append(errs, fmt.Errorf("parameter cipher: suite %d is not supported (use 17 or 3)", cipher))
-		}
-		if cipher == 0 && !allow0 {
+		case cipher == 0 && !allow0:
 			errs = append(errs, errors.New("parameter cipher: suite 0 sends commands without authentication; refused unless allow_cipher0=1"))
-		}
-		if cipher == 0 && allow0 && log != nil {
+		case integ == types.IntegrityAlg_None && !allow0:
+			// Suites 1 and 6 authenticate the login but sign no reply:
+			// anyone on the network could answer "power is off".
+			errs = append(errs, fmt.Errorf("parameter cipher: suite %d signs no reply, so a power state read back could be forged; refused unless allow_cipher0=1 (use 17 or 3)", cipher))
+		case cipher == 0 && log != nil:
 			log.Warn("ipmi cipher suite 0 allowed: the BMC accepts commands without authentication", "addr", c.host)
+		case integ == types.IntegrityAlg_None && log != nil:
+			log.Warn("ipmi cipher suite without integrity allowed: the BMC's replies are not signed", "cipher", cipher, "addr", c.host)
 		}
 		c.cipher = types.CipherSuiteID(cipher)
 	}

@@ -78,6 +78,7 @@ func (e *estimator) roundTrip() (srtt, rto time.Duration, ok bool) {
 type dialer struct {
 	est     *estimator
 	retries int
+	guard   *guard // checks the session's replies (integrity.go); nil: none
 	made    func(*timedConn)
 }
 
@@ -91,7 +92,7 @@ func (d dialer) Dial(network, addr string) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	tc := &timedConn{UDPConn: c, est: d.est, retries: d.retries}
+	tc := &timedConn{UDPConn: c, est: d.est, retries: d.retries, guard: d.guard}
 	if d.made != nil {
 		d.made(tc)
 	}
@@ -107,6 +108,7 @@ type timedConn struct {
 	*net.UDPConn
 	est     *estimator
 	retries int
+	guard   *guard
 
 	mu       sync.Mutex
 	last     []byte    // the outstanding request
@@ -140,6 +142,9 @@ func (c *timedConn) Write(b []byte) (int, error) {
 		}
 	}
 	c.mu.Unlock()
+	if c.guard != nil {
+		c.guard.outbound(b)
+	}
 	return c.UDPConn.Write(b)
 }
 
@@ -190,6 +195,16 @@ func (c *timedConn) Read(p []byte) (int, error) {
 
 		n, err := c.UDPConn.Read(p)
 		now := time.Now()
+		if err == nil && c.guard != nil {
+			drop, gerr := c.guard.inbound(p[:n])
+			if gerr != nil {
+				return 0, gerr
+			}
+			if drop {
+				// Refused (integrity.go): as if it had not come.
+				continue
+			}
+		}
 		if err == nil {
 			c.mu.Lock()
 			rt := replyType(p[:n])
@@ -232,6 +247,11 @@ func (c *timedConn) Read(p []byte) (int, error) {
 		}
 		if c.sends > c.retries || len(c.last) == 0 {
 			c.mu.Unlock()
+			if c.guard != nil {
+				if gerr := c.guard.outcome(); gerr != nil {
+					return 0, gerr
+				}
+			}
 			return 0, errNoReply
 		}
 		c.sends++
