@@ -3,6 +3,7 @@ package daemon
 import (
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 
 	"github.com/fenced/fenced/daemon/alerts"
@@ -27,23 +28,61 @@ func newAlerts(cfg *config.Config, log *slog.Logger, m *metrics) *alerts.Manager
 		Observe: m.alertRan, Dropped: m.alertDropped}, cfg.AlertAgents())
 }
 
-// alertPhase raises the alerts of a change of the tenure's phase: primary
-// changed (this node began acting), takeover blocked and unblocked.
+// alertPhase raises the alert of a change of the tenure's phase: primary
+// changed (this node began acting).
 func (d *Daemon) alertPhase(before, after tenure.Phase, v *machineSnapshot) {
-	switch {
-	case after == tenure.Serving && before != tenure.Serving:
+	if after == tenure.Serving && before != tenure.Serving {
 		d.alerts.Emit(alerts.Event{Name: alerts.PrimaryChanged, Kind: alerts.KindNode, Node: d.self, Desc: "primary", Epoch: v.epoch})
-	case after == tenure.Blocked:
-		d.alerts.Emit(alerts.Event{Name: alerts.TakeoverBlocked, Kind: alerts.KindFencing, Node: d.self, Task: "takeover", RC: 1, HasRC: true,
-			Desc: fmt.Sprintf("takeover by %s at epoch %d BLOCKED: %s (fencectl confirm NODE --yes overrides)", d.self, v.epoch, v.blocked), Epoch: v.epoch})
-	case before == tenure.Blocked:
-		how := "the former holder is confirmed stopped"
-		if after <= tenure.Secondary {
-			how = "the takeover was given up (" + v.role + ")"
-		}
-		d.alerts.Emit(alerts.Event{Name: alerts.TakeoverUnblocked, Kind: alerts.KindFencing, Node: d.self, Task: "takeover", RC: 0, HasRC: true,
-			Desc: fmt.Sprintf("takeover by %s at epoch %d unblocked: %s", d.self, v.epoch, how), Epoch: v.epoch})
 	}
+}
+
+// alertBlocked and alertUnblocked raise one alert when a takeover blocks
+// and one when the block ends, however many fences are retried between.
+func (d *Daemon) alertBlocked(v *machineSnapshot) {
+	d.alerts.Emit(alerts.Event{Name: alerts.TakeoverBlocked, Kind: alerts.KindFencing, Node: d.self, Task: "takeover", RC: 1, HasRC: true,
+		Desc: fmt.Sprintf("takeover by %s at epoch %d BLOCKED: %s", d.self, v.epoch, v.blocked), Epoch: v.epoch})
+}
+
+func (d *Daemon) alertUnblocked(epoch uint64, how string) {
+	d.alerts.Emit(alerts.Event{Name: alerts.TakeoverUnblocked, Kind: alerts.KindFencing, Node: d.self, Task: "takeover", RC: 0, HasRC: true,
+		Desc: fmt.Sprintf("takeover by %s at epoch %d unblocked: %s", d.self, epoch, how), Epoch: epoch})
+}
+
+// unblockedHow says truly why a block on nodes ended: the takeover was
+// given up, or each node's newest record in the replicated history (a
+// fence read back, an admin's confirmation, a release, a lease that
+// certainly ended). fallback is the machine's own account.
+func (d *Daemon) unblockedHow(on []string, v *machineSnapshot, fallback string) string {
+	if v.phase < tenure.Waiting || v.phase > tenure.Serving {
+		return fmt.Sprintf("the takeover was given up (now %s)", v.role)
+	}
+	hist := d.raft.FSM().State().History
+	var parts []string
+	for _, n := range on {
+		for i := len(hist) - 1; i >= 0; i-- {
+			r := hist[i]
+			if r.Target != n || r.Outcome != fencing.OutcomeSuccess {
+				continue
+			}
+			switch r.Kind {
+			case fencing.KindFence:
+				parts = append(parts, fmt.Sprintf("%s was fenced by %s (%s, read back)", n, r.Executor, r.Action))
+			case fencing.KindConfirm:
+				parts = append(parts, fmt.Sprintf("%s was confirmed stopped by an admin (fencectl confirm, requested by %s)", n, dashIfEmpty(r.RequestedBy)))
+			case fencing.KindRelease:
+				parts = append(parts, fmt.Sprintf("%s released the group", n))
+			case fencing.KindExpiry, fencing.KindWatchdog:
+				parts = append(parts, fmt.Sprintf("%s: %s recorded by %s", n, r.Kind, r.Executor))
+			default:
+				continue
+			}
+			break
+		}
+	}
+	if len(parts) < len(on) || len(parts) == 0 {
+		return fallback
+	}
+	return strings.Join(parts, "; ")
 }
 
 // alertFenceStarted and alertFenceDone raise the fence alerts (kind

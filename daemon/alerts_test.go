@@ -127,7 +127,7 @@ func TestAlertEvents(t *testing.T) {
 	expect(next, `Fencing takeover by `+next.Name+` at epoch \d+ BLOCKED: `)
 	c.BMCs[p.Index].SetIgnorePowerOff(false)
 	expect(next, `Fencing Operation off of `+p.Name+` by `+next.Name+` for `+next.Name+` \(takeover\): OK`)
-	expect(next, `Fencing takeover by `+next.Name+` at epoch \d+ unblocked: the former holder is confirmed stopped`)
+	expect(next, `Fencing takeover by `+next.Name+` at epoch \d+ unblocked: `+p.Name+` was fenced by `+next.Name)
 	expect(next, `Node '`+next.Name+`' is now 'primary'`)
 
 	// Power the old primary on again (unfence), then kill the new one: the

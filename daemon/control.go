@@ -29,7 +29,8 @@ type machineSnapshot struct {
 	epoch       uint64
 	actingUntil tenure.Time
 	storage     string
-	blocked     string
+	blocked     string   // why the takeover is blocked, while it retries too
+	blockedOn   []string // the nodes it waits for
 }
 
 // now reads the lease clock.
@@ -222,8 +223,18 @@ type observer struct {
 func (o *observer) Stepped(before tenure.Phase, _ tenure.Event, _ []tenure.Action, m *tenure.Machine) {
 	d := o.d
 	v := &machineSnapshot{phase: m.Phase(), role: m.Role(), epoch: m.Epoch(), actingUntil: m.ActingUntil(),
-		storage: m.Storage(), blocked: m.BlockedReason()}
+		storage: m.Storage(), blocked: m.BlockedReason(), blockedOn: m.BlockedOn()}
 	old := d.ctl.view.Swap(v)
+	switch wasBlocked := old != nil && old.blocked != ""; {
+	case v.blocked != "" && !wasBlocked:
+		d.log.Error("takeover BLOCKED", "epoch", m.Epoch(), "reason", v.blocked)
+		d.metrics.takeoverBlocked()
+		d.alertBlocked(v)
+	case v.blocked == "" && wasBlocked:
+		how := d.unblockedHow(old.blockedOn, v, m.Unblocked())
+		d.log.Warn("takeover unblocked", "epoch", old.epoch, "how", how)
+		d.alertUnblocked(old.epoch, how)
+	}
 	if after := v.phase; after != before {
 		d.alertPhase(before, after, v)
 		log := d.log.With("epoch", m.Epoch())
@@ -233,9 +244,6 @@ func (o *observer) Stepped(before tenure.Phase, _ tenure.Event, _ []tenure.Actio
 		switch {
 		case after == tenure.Serving:
 			log.Info("primary: acting", "since_grant", d.now().Sub(o.grantedAt).Round(time.Millisecond))
-		case after == tenure.Blocked:
-			log.Error("takeover BLOCKED", "reason", v.blocked)
-			d.metrics.takeoverBlocked()
 		case (after == tenure.Demoting || after == tenure.Releasing) && before <= tenure.Serving:
 			log.Warn("demoting", "reason", m.Demotion().String())
 		}

@@ -70,6 +70,9 @@ func writers(c *devcluster.Cluster, since time.Time) map[string]uint64 {
 func fenceRecords(recs []fencing.Record, target string) (ok, failed int) {
 	for _, r := range recs {
 		if r.Kind == fencing.KindFence && r.Target == target {
+			// A retried fence is one record: all its runs but the newest
+			// failed.
+			failed += max(r.Runs-1, 0)
 			switch r.Outcome {
 			case fencing.OutcomeSuccess:
 				ok++

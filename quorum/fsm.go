@@ -575,11 +575,24 @@ func (f *FSM) addRecord(r fencing.Record) uint64 {
 	s := &f.state
 	if r.ID != 0 {
 		for i := range s.History {
-			if s.History[i].ID == r.ID {
+			if old := s.History[i]; old.ID == r.ID {
+				// The result of a request: a retried fence keeps its count
+				// and its first run's start.
+				r.Runs = max(r.Runs, old.Runs)
+				if old.Started.Before(r.Started) {
+					r.Started = old.Started
+				}
 				s.History[i] = r
 				return r.ID
 			}
 		}
+	} else if i := f.lastOf(r.Target); i >= 0 && fencing.Retries(s.History[i], r) {
+		// A blocked takeover's retries are one record with a count, not
+		// one each (a fence a second would push real history out).
+		prev := s.History[i]
+		prev.Outcome, prev.Runs = fencing.OutcomePending, max(prev.Runs, 1)+1
+		s.History[i] = prev
+		return prev.ID
 	} else {
 		r.ID = s.NextID
 		s.NextID++
@@ -592,6 +605,17 @@ func (f *FSM) addRecord(r fencing.Record) uint64 {
 		s.History = slices.Delete(s.History, 0, over)
 	}
 	return r.ID
+}
+
+// lastOf is the index of target's newest history record, or -1.
+func (f *FSM) lastOf(target string) int {
+	h := f.state.History
+	for i := len(h) - 1; i >= 0; i-- {
+		if h[i].Target == target {
+			return i
+		}
+	}
+	return -1
 }
 
 // Snapshot implements raft.FSM.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"testing"
 	"time"
@@ -185,5 +186,50 @@ func TestAdvertisedTimings(t *testing.T) {
 		if err, _ := apply(t, f, Command{Op: OpAcquire, Node: "c", Timing: &bad}).(error); err == nil {
 			t.Errorf("timing %+v accepted", bad)
 		}
+	}
+}
+
+// A blocked takeover retrying its fence leaves one history record with
+// the count of runs, the first run's start and the newest run's result,
+// not one record a run; any other record of the target in between, or
+// another epoch, starts a record of its own.
+func TestFenceRetriesFold(t *testing.T) {
+	f := NewFSM(100)
+	t0 := time.Unix(1000, 0)
+	run := func(i int, epoch uint64, outcome, msg string) uint64 {
+		t.Helper()
+		pending := fencing.Record{Kind: fencing.KindFence, Target: "a", Action: "off", Executor: "b", RequestedBy: "b", Epoch: epoch,
+			Started: t0.Add(time.Duration(i) * time.Second), Outcome: fencing.OutcomePending}
+		id := apply(t, f, Command{Op: OpRecord, Record: &pending}).(uint64)
+		res := pending
+		res.ID, res.Outcome, res.Error, res.Finished = id, outcome, msg, pending.Started.Add(500*time.Millisecond)
+		apply(t, f, Command{Op: OpRecord, Record: &res})
+		return id
+	}
+	first := run(0, 2, fencing.OutcomeFailed, "try 0")
+	for i := 1; i < 5; i++ {
+		if id := run(i, 2, fencing.OutcomeFailed, fmt.Sprintf("try %d", i)); id != first {
+			t.Fatalf("run %d got record %d, want %d", i, id, first)
+		}
+	}
+	h := f.State().History
+	if len(h) != 1 || h[0].Runs != 5 || h[0].Error != "try 4" || !h[0].Started.Equal(t0) || h[0].Outcome != fencing.OutcomeFailed {
+		t.Fatalf("history after 5 failed runs: %+v", h)
+	}
+	// The run that works ends the same record, and confirms a stopped.
+	apply(t, f, Command{Op: OpAcquire, Node: "b"})
+	run(5, 2, fencing.OutcomeSuccess, "")
+	h = f.State().History
+	if h[0].Runs != 6 || h[0].Outcome != fencing.OutcomeSuccess {
+		t.Fatalf("after the run that worked: %+v", h[0])
+	}
+	// A success is not retried into; another epoch is a record of its own.
+	if id := run(6, 2, fencing.OutcomeFailed, "again"); id == first {
+		t.Fatal("a fence after a success folded into it")
+	}
+	n := len(f.State().History)
+	run(7, 3, fencing.OutcomeFailed, "x")
+	if len(f.State().History) != n+1 {
+		t.Fatal("a fence of another epoch folded into the last")
 	}
 }

@@ -167,6 +167,9 @@ func printRecords(a *app, recs []fencing.Record, verbose bool) {
 		if r.Error != "" {
 			detail = r.Error
 		}
+		if r.Runs > 1 {
+			detail = fmt.Sprintf("%d runs, the last: %s", r.Runs, detail)
+		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, r.Started.Local().Format("2006-01-02 15:04:05"), cell(r.Kind), cell(r.Target),
 			cell(r.Action), strings.ToUpper(cell(r.Outcome)), r.Epoch, cell(r.RequestedBy), dur, cell(detail))
 		if verbose {

@@ -409,7 +409,14 @@ type Machine struct {
 	fenceAt     Time            // next fence attempt while Blocked (or serving)
 	backoff     time.Duration
 	serveFence  bool   // a fence of a node beside this one runs while serving
-	blocked     string // why, while Blocked
+	// blocked says why the takeover is blocked. It holds from the first
+	// failed fence until a fence is confirmed, or the nodes it waited for
+	// are released or confirmed, or the tenure ends: the retries in
+	// between (phase Fencing again) do not end it, so status, metrics and
+	// alerts see one block, not one per attempt.
+	blocked   string
+	blockedOn []string // the nodes it waits for
+	unblocked string   // why the last block ended (Unblocked)
 	nextRenew   Time
 	confirming  bool
 	starting    bool
@@ -464,12 +471,32 @@ func (m *Machine) ActingUntil() Time {
 // Storage is the storage's state as this node runs it.
 func (m *Machine) Storage() string { return m.storage }
 
-// BlockedReason says why a takeover is blocked ("" when it is not).
+// BlockedReason says why a takeover is blocked ("" when it is not),
+// while it retries too.
 func (m *Machine) BlockedReason() string {
-	if m.phase != Blocked {
+	if m.phase != Blocked && m.phase != Fencing {
 		return ""
 	}
 	return m.blocked
+}
+
+// BlockedOn lists the nodes a blocked takeover waits for.
+func (m *Machine) BlockedOn() []string {
+	if m.BlockedReason() == "" {
+		return nil
+	}
+	return slices.Clone(m.blockedOn)
+}
+
+// Unblocked says why the last block of this tenure ended ("" if none
+// did): a fence confirmed, or the nodes confirmed stopped otherwise.
+func (m *Machine) Unblocked() string { return m.unblocked }
+
+// unblock ends a block, saying why.
+func (m *Machine) unblock(why string) {
+	if m.blocked != "" {
+		m.blocked, m.blockedOn, m.unblocked = "", nil, why
+	}
 }
 
 // Demotion is why the last tenure ended.
@@ -613,6 +640,7 @@ func (m *Machine) handle(in Input, e Event) []Action {
 		m.fenceFailed, m.expiring, m.expireAt = map[string]bool{}, false, 0
 		m.bounded, m.triedFormer = false, map[string]bool{}
 		m.backoff, m.fenceAt, m.blocked, m.serveFence = firstBackoff, 0, "", false
+		m.blockedOn, m.unblocked = nil, ""
 		m.nextRenew = m.t0.Add(t.Heartbeat)
 		m.confirming, m.starting, m.monitoring, m.stopAsked = false, false, false, false
 		m.releases, m.releaseAt = 0, 0
@@ -650,16 +678,18 @@ func (m *Machine) handle(in Input, e Event) []Action {
 		if e.Epoch != m.epoch || m.phase != Fencing {
 			return nil
 		}
-		var why []string
+		var why, failed []string
 		for _, n := range m.pending(in.Committed) {
 			if msg, ok := e.Failed[n]; ok {
 				m.fenceFailed[n] = true
 				why = append(why, n+": "+msg)
+				failed = append(failed, n)
 			}
 		}
 		if len(why) == 0 {
 			m.phase = Waiting
 			m.backoff = firstBackoff
+			m.unblock(fmt.Sprintf("the fence of %v was confirmed", m.blockedOn))
 			return nil
 		}
 		// Retry the fence with backoff; meanwhile a node whose lease
@@ -669,12 +699,18 @@ func (m *Machine) handle(in Input, e Event) []Action {
 		if !m.anyBlocked(in.Committed) {
 			m.phase = Waiting
 			m.backoff = min(m.backoff*2, m.maxBackoff())
+			m.unblock("only waits for leases or watchdogs are left")
 			return nil
 		}
 		m.phase = Blocked
-		m.blocked = fmt.Sprintf("every fence path failed (%s); retrying in %s; `fencectl confirm NODE --yes` overrides",
-			strings.Join(why, "; "), m.backoff)
 		m.backoff = min(m.backoff*2, m.maxBackoff())
+		// The replicated state is written when the reason changes, not
+		// at each retry (the history folds the retries: quorum.FSM).
+		reason := fmt.Sprintf("every fence path failed (%s); retrying with backoff; `fencectl confirm NODE --yes` overrides", strings.Join(why, "; "))
+		if reason == m.blocked {
+			return nil
+		}
+		m.blocked, m.blockedOn = reason, failed
 		return []Action{Record{Epoch: m.epoch, State: HolderBlocked, Reason: m.blocked}}
 	case ExpireDone:
 		if e.Epoch != m.epoch || !m.expiring {
@@ -937,7 +973,7 @@ func (m *Machine) gate(in Input) []Action {
 		why := fmt.Sprintf("%v may still run the storage and %s no fence devices (and the storage does not check tokens): waiting for `fencectl confirm`",
 			stuck, map[bool]string{true: "has", false: "have"}[len(stuck) == 1])
 		if m.phase != Blocked || m.blocked != why {
-			m.phase, m.blocked = Blocked, why
+			m.phase, m.blocked, m.blockedOn = Blocked, why, stuck
 			return []Action{Record{Epoch: m.epoch, State: HolderBlocked, Reason: why}}
 		}
 		return nil
@@ -956,17 +992,21 @@ func (m *Machine) gate(in Input) []Action {
 	if len(targets) == 0 || in.Now < m.fenceAt {
 		if m.phase == Blocked && !m.anyBlocked(v) {
 			m.phase = Waiting // confirmations arrived, or only waits are left
+			m.unblock("the nodes it waited for are confirmed stopped")
 		}
 		return nil
 	}
 	for _, f := range vanished {
 		m.triedFormer[f] = true
 	}
-	m.phase = Fencing
-	return []Action{
-		Record{Epoch: m.epoch, State: HolderFencing, Reason: fmt.Sprintf("fencing %v", targets)},
-		Fence{Epoch: m.epoch, Targets: targets, Reason: fmt.Sprintf("takeover by %s at epoch %d", m.cfg.Self, m.epoch)},
+	fence := Fence{Epoch: m.epoch, Targets: targets, Reason: fmt.Sprintf("takeover by %s at epoch %d", m.cfg.Self, m.epoch)}
+	if m.phase == Blocked {
+		// A retry: the takeover stays blocked until a fence is confirmed.
+		m.phase = Fencing
+		return []Action{fence}
 	}
+	m.phase = Fencing
+	return []Action{Record{Epoch: m.epoch, State: HolderFencing, Reason: fmt.Sprintf("fencing %v", targets)}, fence}
 }
 
 // besides lists the fenceable nodes other than this one that the
@@ -1086,7 +1126,7 @@ func (m *Machine) anyBlocked(v Committed) bool {
 // pass leaves the gate: commit the mount intent, or with no storage start
 // serving at once.
 func (m *Machine) pass() []Action {
-	m.blocked = ""
+	m.unblock("the nodes it waited for are confirmed stopped")
 	if !m.cfg.Storage {
 		m.phase = Serving
 		return []Action{Record{Epoch: m.epoch, State: HolderMounted}}

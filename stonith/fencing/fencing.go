@@ -70,6 +70,20 @@ type Record struct {
 	// not known): a node fenced at the storage level unfences itself
 	// again only from another boot, or with an admin's consent.
 	TargetBoot string `json:"targetBoot,omitempty"`
+	// Runs counts the times this fence ran when a blocked takeover retried
+	// it (see Retries): a retry of a failed fence takes the record of the
+	// first run, which keeps its start and takes the newest run's end,
+	// outcome, error and attempts. 0 means it ran once.
+	Runs int `json:"runs,omitempty"`
+}
+
+// Retries reports whether r, a fence just requested, runs again the fence
+// prev that failed: the same target, action, epoch, executor and
+// requester (a blocked takeover retrying).
+func Retries(prev, r Record) bool {
+	return prev.Kind == KindFence && r.Kind == KindFence && (prev.Outcome == OutcomeFailed || prev.Outcome == OutcomeUnknown) &&
+		r.Outcome == OutcomePending && prev.Target == r.Target && prev.Action == r.Action && prev.Epoch == r.Epoch &&
+		prev.Executor == r.Executor && prev.RequestedBy == r.RequestedBy
 }
 
 // ScopeStorage: see Record.Scope.
