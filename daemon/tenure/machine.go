@@ -408,15 +408,15 @@ type Machine struct {
 	triedFormer map[string]bool // former holders fenced once (they vanished)
 	fenceAt     Time            // next fence attempt while Blocked (or serving)
 	backoff     time.Duration
-	serveFence  bool   // a fence of a node beside this one runs while serving
+	serveFence  bool // a fence of a node beside this one runs while serving
 	// blocked says why the takeover is blocked. It holds from the first
 	// failed fence until a fence is confirmed, or the nodes it waited for
 	// are released or confirmed, or the tenure ends: the retries in
 	// between (phase Fencing again) do not end it, so status, metrics and
 	// alerts see one block, not one per attempt.
-	blocked   string
-	blockedOn []string // the nodes it waits for
-	unblocked string   // why the last block ended (Unblocked)
+	blocked     string
+	blockedOn   []string // the nodes it waits for
+	unblocked   string   // why the last block ended (Unblocked)
 	nextRenew   Time
 	confirming  bool
 	starting    bool
