@@ -30,12 +30,20 @@ import (
 // Detector before memberlist sees it; one that does not authenticate is
 // refused like any other outsider's packet.
 //
-// A node advertises in its gossip metadata that it reads these frames
-// (Meta.Beacon); the leader sends the older memberlist message to a node
-// that does not, so a rolling upgrade keeps every follower's beacons.
+// A node advertises in its gossip metadata which beacons it reads
+// (Meta.Beacon): 2, frames whose beacon is numbered (beaconMagicSeq, see
+// Detector.received: a frame recorded and sent again is refused); 1, frames
+// of unnumbered beacons; 0 (older versions), memberlist messages only. The
+// leader sends each follower what it reads, so a rolling upgrade keeps
+// every follower's beacons.
 const (
-	beaconFrame   = 0xfb
-	beaconVersion = 1 // Meta.Beacon of a node that reads beacon frames
+	beaconFrame      = 0xfb
+	beaconFramed     = 1 // Meta.Beacon of a node that reads beacon frames
+	beaconNumbered   = 2 // Meta.Beacon of a node that reads numbered beacons
+	beaconVersion    = beaconNumbered
+	beaconMagicSeq   = 'S' // a numbered beacon: magic, term, sequence, sender
+	beaconSeqHeader  = 1 + 8 + 8
+	beaconNameMaxLen = 64
 )
 
 // beaconCipher is the AEAD of beacon frames, derived from the cluster
@@ -88,29 +96,36 @@ func openBeacon(a cipher.AEAD, frame []byte) ([]byte, error) {
 	return p, nil
 }
 
-// sendBeacons sends msg to every other live member as a best-effort (UDP)
-// datagram: a beacon frame (sealed once for all) to those that read it, a
-// memberlist message to the others.
-func (m *Membership) sendBeacons(msg []byte) {
-	var frame []byte
+// sendBeacons sends a beacon to every other live member as a best-effort
+// (UDP) datagram: numbered, a frame sealed once for all, to those that
+// read numbered beacons; plain (msg) in a frame to those that read only
+// frames; plain as a memberlist message to the others.
+func (m *Membership) sendBeacons(msg, numbered []byte) {
+	var frame, nframe []byte
 	live := m.ml.Members()
 	for _, p := range m.opts.Peers {
 		if p.Name == m.opts.Self || !hasMember(live, p.Name) {
 			continue
 		}
 		m.mu.Lock()
-		n, framed := m.addrs[p.Name], m.framed[p.Name]
+		n, reads := m.addrs[p.Name], m.reads[p.Name]
 		m.mu.Unlock()
 		if n == nil {
 			continue
 		}
 		var err error
-		if framed {
+		switch {
+		case reads >= beaconNumbered && numbered != nil:
+			if nframe == nil {
+				nframe = sealBeacon(m.beaconAEAD, numbered)
+			}
+			_, err = m.guard.WriteToAddress(nframe, memberlist.Address{Addr: n.Address(), Name: n.Name})
+		case reads >= beaconFramed:
 			if frame == nil {
 				frame = sealBeacon(m.beaconAEAD, msg)
 			}
 			_, err = m.guard.WriteToAddress(frame, memberlist.Address{Addr: n.Address(), Name: n.Name})
-		} else {
+		default:
 			err = m.ml.SendBestEffort(n, msg)
 		}
 		if err != nil {
@@ -135,7 +150,7 @@ func (m *Membership) receiveBeacon(frame []byte, from net.Addr) {
 		m.guard.refused.note("gossip-udp", err.Error(), addrString(from), "")
 		return
 	}
-	if len(p) == 0 || p[0] != beaconMagic {
+	if len(p) == 0 || p[0] != beaconMagic && p[0] != beaconMagicSeq {
 		m.guard.refused.note("gossip-udp", "beacon frame without a beacon", addrString(from), "")
 		return
 	}

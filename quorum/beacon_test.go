@@ -78,7 +78,7 @@ func TestBeaconFramesOnTheWire(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		a.mu.Lock()
-		framed := a.framed["b"]
+		framed := a.reads["b"] >= beaconNumbered
 		a.mu.Unlock()
 		if framed {
 			break
@@ -96,7 +96,7 @@ func TestBeaconFramesOnTheWire(t *testing.T) {
 			if time.Now().After(deadline) {
 				t.Fatalf("%d beacons received, want %d", received(), n)
 			}
-			a.sendBeacons(msg)
+			a.sendBeacons(msg, nil)
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
@@ -112,7 +112,7 @@ func TestBeaconFramesOnTheWire(t *testing.T) {
 
 	// An older node: the memberlist message.
 	a.mu.Lock()
-	a.framed["b"] = false
+	a.reads["b"] = 0
 	a.mu.Unlock()
 	before, n := frames.Load(), received()
 	waitFor(n + 1)

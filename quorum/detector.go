@@ -61,6 +61,9 @@ type Detector struct {
 
 	mu       sync.Mutex
 	beacon   map[string]time.Time // leader → when its last beacon arrived
+	numbered map[string]beaconSeq // leader → the newest numbered beacon taken
+	replays  int                  // numbered beacons refused as replays
+	replayAt time.Time            // when a replay was last logged
 	holdTill time.Time            // an earlier-ranked node is standing
 	urgeTill time.Time            // this node's log is newer than an asker's: it stands at once
 	deferred time.Time            // when this node last held back for an earlier-ranked one (watch's own)
@@ -94,7 +97,7 @@ func StartDetector(r *Raft, m *Membership, o DetectorOptions) (*Detector, error)
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	d := &Detector{r: r, m: m, log: o.Log, opts: o, beacon: map[string]time.Time{}, wake: make(chan struct{}, 1), stop: make(chan struct{})}
+	d := &Detector{r: r, m: m, log: o.Log, opts: o, beacon: map[string]time.Time{}, numbered: map[string]beaconSeq{}, wake: make(chan struct{}, 1), stop: make(chan struct{})}
 	m.setBeaconHandler(d.received)
 	m.setInternal(silenceMethod, d.answer)
 	d.wg.Add(2)
@@ -125,9 +128,16 @@ func (d *Detector) send() {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	// The beacon: magic, term, then the sender's name (gossip's user
-	// messages carry no sender; gossip is authenticated by the key).
+	// messages carry no sender; gossip is authenticated by the key). The
+	// numbered one has a sequence number after the term, rising with
+	// every beacon this process sends (the monotonic clock's nanoseconds
+	// since it started, so a restarted leader, in a later term anyway,
+	// needs no memory of it).
 	msg := append(make([]byte, 1+8), d.r.self...)
 	msg[0] = beaconMagic
+	numbered := append(make([]byte, beaconSeqHeader), d.r.self...)
+	numbered[0] = beaconMagicSeq
+	var seq uint64
 	for {
 		changed := d.r.LeaderChanged() // before looking: no change missed
 		if !d.r.IsLeader() {
@@ -141,8 +151,12 @@ func (d *Detector) send() {
 				continue
 			}
 		}
-		binary.BigEndian.PutUint64(msg[1:], d.r.Term())
-		d.m.sendBeacons(msg)
+		term := d.r.Term()
+		seq = max(seq+1, uint64(time.Since(processStart)))
+		binary.BigEndian.PutUint64(msg[1:], term)
+		binary.BigEndian.PutUint64(numbered[1:], term)
+		binary.BigEndian.PutUint64(numbered[9:], seq)
+		d.m.sendBeacons(msg, numbered)
 		t.Reset(every)
 		select {
 		case <-d.stop:
@@ -152,19 +166,69 @@ func (d *Detector) send() {
 	}
 }
 
+// beaconSeq is a leader's newest numbered beacon: its term and number.
+type beaconSeq struct{ term, seq uint64 }
+
+// processStart is where beacon numbers count from.
+var processStart = time.Now()
+
 // received records a beacon.
+//
+// A beacon recorded on the wire and sent again after the leader died would
+// keep a follower from suspecting it until raft's own timeout (liveness
+// only: a beacon makes no one primary). So a numbered beacon is taken
+// only when its number is above that of every beacon taken from its
+// sender in its term, and a plain one not at all from a sender whose
+// numbered beacons this node took in that term (an older version's plain
+// beacons are still taken). What stays open: a node that restarted has no numbers yet,
+// and takes the first numbered beacon of each sender and term it is
+// given, replayed or not; raft's contact and the ask of a majority still
+// decide an election.
 func (d *Detector) received(b []byte) {
-	if len(b) < 10 || len(b) > 9+64 {
+	head := 9
+	if len(b) > 0 && b[0] == beaconMagicSeq {
+		head = beaconSeqHeader
+	}
+	if len(b) < head+1 || len(b) > head+beaconNameMaxLen {
 		return
 	}
 	term := binary.BigEndian.Uint64(b[1:9])
-	from := string(b[9:])
+	from := string(b[head:])
 	if term < d.r.Term() {
 		return // a deposed leader's
 	}
 	d.mu.Lock()
+	if last, ok := d.numbered[from]; ok && head == 9 && last.term == term {
+		d.mu.Unlock()
+		d.refuseReplay(from, "an unnumbered beacon from a leader that numbers its beacons in this term")
+		return
+	}
+	if head == beaconSeqHeader {
+		n := beaconSeq{term, binary.BigEndian.Uint64(b[9:17])}
+		if last, ok := d.numbered[from]; ok && last.term == n.term && n.seq <= last.seq {
+			d.mu.Unlock()
+			d.refuseReplay(from, "a beacon numbered at or below one taken (a replay)")
+			return
+		}
+		d.numbered[from] = n
+	}
 	d.beacon[from] = time.Now()
 	d.mu.Unlock()
+}
+
+// refuseReplay counts a beacon refused as a replay, and logs it at most
+// once a minute.
+func (d *Detector) refuseReplay(from, why string) {
+	d.mu.Lock()
+	d.replays++
+	n, say := d.replays, time.Since(d.replayAt) >= time.Minute
+	if say {
+		d.replayAt = time.Now()
+	}
+	d.mu.Unlock()
+	if say {
+		d.log.Warn("gossip: beacon refused", "from", from, "why", why, "refused", n)
+	}
 }
 
 // Silence is how long this node has heard nothing from its leader, by raft

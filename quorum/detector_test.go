@@ -1,8 +1,10 @@
 package quorum
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"log/slog"
+	"net"
 	"reflect"
 	"testing"
 	"time"
@@ -195,5 +197,102 @@ func TestDetectorElectsTheNewestLog(t *testing.T) {
 				t.Errorf("term %d → %d: %s stood too (want one election, by %s)", term, nodes[ahead].Term(), behind, ahead)
 			}
 		})
+	}
+}
+
+// A beacon frame recorded on the wire and sent again after the leader
+// died (issue 27) must not keep a follower from suspecting it. Frames as
+// an onlooker could have recorded them (sealed under the cluster key, this
+// term, the leader's name): one numbered low, and one of the plain kind.
+func TestReplayedBeaconIsRefused(t *testing.T) {
+	const detect = 200 * time.Millisecond
+	nodes, _ := inmemCluster(t, 3, 60*time.Second)
+	all := []string{"a", "b", "c"}
+	if err := nodes["a"].kick.kick(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	leader := waitLeader(t, nodes, all, "")
+	log := slog.New(slog.DiscardHandler)
+	var peers []Peer
+	for _, n := range all {
+		peers = append(peers, Peer{Name: n, Gossip: freeGossipAddr(t)})
+	}
+	ms := map[string]*Membership{}
+	for _, n := range all {
+		m, err := JoinMembership(MembershipOptions{Self: n, Peers: peers, Key: keyA, Logger: log}, Meta{Role: "secondary"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms[n] = m
+		t.Cleanup(func() { m.Shutdown() })
+	}
+	var follower string
+	var gossip string
+	for i, n := range all {
+		if n != leader {
+			follower, gossip = n, peers[i].Gossip
+			break
+		}
+	}
+	// Only the follower runs a detector: no one stands for election here.
+	ds := map[string]*Detector{}
+	for _, n := range []string{leader, follower} {
+		d, err := StartDetector(nodes[n], ms[n], DetectorOptions{Detect: detect, Stagger: 30 * time.Millisecond,
+			Order: func(string) []string { return nil }, Majority: 2, Log: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds[n] = d
+		t.Cleanup(d.Stop)
+	}
+	d := ds[follower]
+	lastBeacon := func() time.Time {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return d.beacon[leader]
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		d.mu.Lock()
+		_, numbered := d.numbered[leader]
+		d.mu.Unlock()
+		if numbered {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the follower never took a numbered beacon")
+		}
+	}
+	term := nodes[follower].Term()
+	// The leader's beacons stop (it died, or is cut off).
+	ds[leader].Stop()
+	ms[leader].Shutdown()
+	time.Sleep(50 * time.Millisecond)
+	stopped := lastBeacon()
+
+	aead, err := beaconCipher(keyA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := append(binary.BigEndian.AppendUint64([]byte{beaconMagic}, term), leader...)
+	low := append(binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64([]byte{beaconMagicSeq}, term), 1), leader...)
+	u, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.ParseIP("127.0.0.1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	dst, _ := net.ResolveUDPAddr("udp", gossip)
+	for range 20 {
+		u.WriteToUDP(sealBeacon(aead, plain), dst)
+		u.WriteToUDP(sealBeacon(aead, low), dst)
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := lastBeacon(); got.After(stopped) {
+		t.Fatalf("a replayed beacon was taken: the leader's last beacon moved %v past its death", got.Sub(stopped))
+	}
+	d.mu.Lock()
+	replays := d.replays
+	d.mu.Unlock()
+	if replays < 40 {
+		t.Fatalf("%d replays refused, want all 40", replays)
 	}
 }

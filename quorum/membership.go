@@ -95,7 +95,7 @@ type Membership struct {
 	// memberlist's own, which it changes under that lock.
 	metas   map[string][]byte
 	addrs   map[string]*memberlist.Node // see mlEvents.touch
-	framed  map[string]bool             // the node reads beacon frames (Meta.Beacon)
+	reads   map[string]int              // the beacon version the node reads (Meta.Beacon)
 	pending map[uint64]pendingCall
 	metaCh  chan struct{}
 	changed chan struct{} // closed (and replaced) when a node joins, leaves or changes its metadata
@@ -119,7 +119,7 @@ func JoinMembership(o MembershipOptions, initial Meta) (*Membership, error) {
 	port, _ := strconv.Atoi(portStr)
 
 	m := &Membership{opts: o, log: log, stop: make(chan struct{}),
-		contact: map[string]time.Time{}, rtt: map[string]time.Duration{}, left: map[string]bool{}, metas: map[string][]byte{}, addrs: map[string]*memberlist.Node{}, framed: map[string]bool{},
+		contact: map[string]time.Time{}, rtt: map[string]time.Duration{}, left: map[string]bool{}, metas: map[string][]byte{}, addrs: map[string]*memberlist.Node{}, reads: map[string]int{},
 		pending: map[uint64]pendingCall{}, metaCh: make(chan struct{}, 1), changed: make(chan struct{})}
 	// Call IDs start at a random point: a late reply to a call of an
 	// earlier run of this daemon then matches no call of this one.
@@ -555,7 +555,7 @@ func (e *mlEvents) touch(n *memberlist.Node, left bool) {
 	e.left[n.Name] = left
 	e.metas[n.Name] = append([]byte(nil), n.Meta...)
 	meta, _ := decodeMeta(n.Meta)
-	e.framed[n.Name] = meta.Beacon >= beaconVersion
+	e.reads[n.Name] = meta.Beacon
 	// A copy of where the node is, for sending to it: memberlist updates
 	// its own Node structs in place, under its lock, while they are in use.
 	e.addrs[n.Name] = &memberlist.Node{Name: n.Name, Addr: append(net.IP(nil), n.Addr...), Port: n.Port}
