@@ -373,7 +373,13 @@ func (d *Daemon) quorumStep(now time.Time) {
 		if d.raft.Leader() == "" {
 			why += ", no leader"
 		}
-		d.log.Warn("quorum lost", "seen", alive, "needed", need, "leader", d.raft.Leader())
+		// Say what is missing: seen ≥ needed with no leader is a
+		// majority that cannot elect (or a split), not too few nodes.
+		missing := "too few nodes seen"
+		if alive >= need {
+			missing = "no leader, though enough nodes are seen"
+		}
+		d.log.Warn("quorum lost", "why", missing, "seen", alive, "needed", need, "leader", d.raft.Leader())
 		d.alerts.Emit(alerts.Event{Name: alerts.QuorumLost, Kind: alerts.KindAttribute, Node: d.self, Attribute: "quorum", Value: why})
 	}
 }

@@ -64,6 +64,12 @@ type Detector struct {
 	numbered map[string]beaconSeq // leader → the newest numbered beacon taken
 	replays  int                  // numbered beacons refused as replays
 	replayAt time.Time            // when a replay was last logged
+	// lonely is the leader this node alone finds silent (no majority
+	// agrees), logged once when it starts and once when it ends, with
+	// since and tries: not at every try.
+	lonely      string
+	lonelySince time.Time
+	lonelyTries int
 	holdTill time.Time            // an earlier-ranked node is standing
 	urgeTill time.Time            // this node's log is newer than an asker's: it stands at once
 	deferred time.Time            // when this node last held back for an earlier-ranked one (watch's own)
@@ -277,10 +283,13 @@ func (d *Detector) watch() {
 		}
 		changed = d.r.LeaderChanged() // before looking: no change missed
 		wait := time.Second
-		if act, leader, rank, s := d.due(lastTry, &wait); act {
+		act, leader, rank, s := d.due(lastTry, &wait)
+		if act {
 			lastTry = time.Now()
 			d.stand(leader, rank, s)
 			wait = poll
+		} else if d.lonely != "" && (leader != d.lonely || s < d.opts.Detect) {
+			d.endLonely("heard again, or another leader")
 		}
 		t.Reset(max(wait, poll))
 	}
@@ -351,17 +360,37 @@ func (d *Detector) stand(leader string, rank int, s time.Duration) {
 	}
 	switch d.timing().Decide(agree, d.opts.Majority, deferTo != "", sinceHeld) {
 	case HoldBack:
+		d.endLonely("a majority finds it silent too")
 		d.deferred = time.Now()
 		d.hold()
 		d.log.Info("leader silent for a majority: an earlier-ranked node stands", "leader", leader, "silent", s.Round(time.Millisecond), "rank", rank, "to", deferTo)
 	case NoElection:
-		d.log.Info("leader silent here, but not for a majority: no election", "leader", leader, "silent", s.Round(time.Millisecond), "agree", agree, "asked", asked)
+		if d.lonely != leader {
+			d.endLonely("another leader")
+			d.lonely, d.lonelySince, d.lonelyTries = leader, time.Now(), 0
+			d.log.Info("leader silent here, but not for a majority: no election (logged once until it ends)", "leader", leader,
+				"silent", s.Round(time.Millisecond), "agree", agree, "asked", asked)
+		}
+		d.lonelyTries++
+		return
 	case Stand:
+		d.endLonely("a majority finds it silent too")
 		d.log.Info("leader silent for a majority: starting election (as a leadership transfer)", "leader", leader, "silent", s.Round(time.Millisecond), "rank", rank, "agree", agree)
 		if err := d.r.kick.kick(d.opts.Detect); err != nil {
 			d.log.Warn("standing for election", "err", err)
 		}
 	}
+}
+
+// endLonely logs the end of a silence that only this node saw, if one
+// was logged.
+func (d *Detector) endLonely(how string) {
+	if d.lonely == "" {
+		return
+	}
+	d.log.Info("leader silent here but not for a majority: ended", "leader", d.lonely, "how", how,
+		"lasted", time.Since(d.lonelySince).Round(time.Millisecond), "asked", d.lonelyTries)
+	d.lonely = ""
 }
 
 // silenceMethod asks a node how long it has not heard from a leader.

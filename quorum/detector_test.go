@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -294,5 +295,91 @@ func TestReplayedBeaconIsRefused(t *testing.T) {
 	d.mu.Unlock()
 	if replays < 40 {
 		t.Fatalf("%d replays refused, want all 40", replays)
+	}
+}
+
+// A follower cut off from its leader alone asks the others again and
+// again and finds no majority that agrees (issue 24): it logs that once
+// when it starts and once when it ends, not at every ask.
+func TestLonelySilenceLoggedOnce(t *testing.T) {
+	const detect = 150 * time.Millisecond
+	nodes, trans := inmemCluster(t, 3, 60*time.Second)
+	all := []string{"a", "b", "c"}
+	if err := nodes["a"].kick.kick(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	leader := waitLeader(t, nodes, all, "")
+	var peers []Peer
+	for _, n := range all {
+		peers = append(peers, Peer{Name: n, Gossip: freeGossipAddr(t)})
+	}
+	ms := map[string]*Membership{}
+	quiet := slog.New(slog.DiscardHandler)
+	for _, n := range all {
+		m, err := JoinMembership(MembershipOptions{Self: n, Peers: peers, Key: keyA, Logger: quiet}, Meta{Role: "secondary"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms[n] = m
+		t.Cleanup(func() { m.Shutdown() })
+	}
+	for deadline := time.Now().Add(10 * time.Second); ms["a"].ml.NumMembers() < 3 || ms["b"].ml.NumMembers() < 3 || ms["c"].ml.NumMembers() < 3; {
+		if time.Now().After(deadline) {
+			t.Fatal("the nodes did not meet")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var lone, other string
+	for _, n := range all {
+		if n != leader {
+			if lone == "" {
+				lone = n
+			} else {
+				other = n
+			}
+		}
+	}
+	logs := &logRecords{}
+	// Raft and the leader's beacons reach the other follower, not the
+	// lone one.
+	for _, n := range []string{leader, lone, other} {
+		l := quiet
+		if n == lone {
+			l = slog.New(logs)
+		}
+		d, err := StartDetector(nodes[n], ms[n], DetectorOptions{Detect: detect, Stagger: 30 * time.Millisecond,
+			Order: func(l string) []string { return []string{lone, other} }, Majority: 2, Log: l})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(d.Stop)
+	}
+	ms[lone].setBeaconHandler(func([]byte) {})
+	trans[leader].Disconnect(raft.ServerAddress(lone))
+	trans[lone].Disconnect(raft.ServerAddress(leader))
+	time.Sleep(2 * time.Second)
+	count := func(msg string) int {
+		n := 0
+		for _, r := range logs.records() {
+			if strings.HasPrefix(r.Message, msg) {
+				n++
+			}
+		}
+		return n
+	}
+	if n := count("leader silent here, but not for a majority"); n != 1 {
+		t.Fatalf("logged %d times in 2 s that the leader is silent here only, want once", n)
+	}
+	trans[leader].Connect(raft.ServerAddress(lone), trans[lone])
+	trans[lone].Connect(raft.ServerAddress(leader), trans[leader])
+	waitFor := time.Now().Add(5 * time.Second)
+	for count("leader silent here but not for a majority: ended") != 1 {
+		if time.Now().After(waitFor) {
+			t.Fatalf("the end was not logged once: %d", count("leader silent here but not for a majority: ended"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if nodes[leader].Leader() != leader || nodes[lone].Leader() != leader {
+		t.Fatal("an election happened")
 	}
 }
