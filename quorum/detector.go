@@ -70,12 +70,12 @@ type Detector struct {
 	lonely      string
 	lonelySince time.Time
 	lonelyTries int
-	holdTill time.Time            // an earlier-ranked node is standing
-	urgeTill time.Time            // this node's log is newer than an asker's: it stands at once
-	deferred time.Time            // when this node last held back for an earlier-ranked one (watch's own)
-	wake     chan struct{}        // wakes watch (an urge)
-	stop     chan struct{}
-	wg       sync.WaitGroup
+	holdTill    time.Time     // an earlier-ranked node is standing
+	urgeTill    time.Time     // this node's log is newer than an asker's: it stands at once
+	deferred    time.Time     // when this node last held back for an earlier-ranked one (watch's own)
+	wake        chan struct{} // wakes watch (an urge)
+	stop        chan struct{}
+	wg          sync.WaitGroup
 }
 
 // DetectorOptions configure a Detector.
