@@ -24,6 +24,7 @@ import (
 	"github.com/fenced/fenced/daemon/api"
 	"github.com/fenced/fenced/daemon/config"
 	"github.com/fenced/fenced/quorum"
+	"github.com/fenced/fenced/stonith/fencing"
 )
 
 // SchemaVersion of the JSON the API returns and `fencectl -o json` prints.
@@ -251,12 +252,53 @@ func (d *Daemon) StatusNow() Status {
 	s.Quorum.Have = s.Quorum.Leader != "" && seen >= s.Quorum.Needed
 	s.Primary = api.PrimaryInfo{Node: st.Holder, Epoch: st.Epoch, State: st.HolderState, Blocked: st.HolderState == quorum.HolderBlocked,
 		Reason: st.Reason, Previous: st.Previous, Unconfirmed: st.Unconfirmed, Unclean: st.Unclean}
+	markStale(s.Nodes, d.self, st, d.cfg.Timing.Lease.D(), time.Now())
 	s.Self = api.SelfStatus{Role: d.Role(), Acting: d.Acting(), Epoch: d.Epoch(), KnownEpoch: st.Epoch,
 		LeaseLeftSec: d.LeaseLeft().Seconds(), Storage: d.Storage(), Raft: d.raft.RaftState(), Term: d.raft.Term(),
 		Standby: st.Standby[d.self], Ineligible: d.Ineligible(), Watchdog: d.watchdogStatus()}
 	s.FencePaths = d.fencePaths()
 	s.Config = d.configStatus(s.Nodes)
 	return s
+}
+
+// markStale keeps gossip from contradicting the replicated state: a
+// node's gossip older than one lease is marked stale, only the replicated
+// holder is shown as primary (a dead primary's last gossip says primary
+// for seconds after it died), and a node gossip does not see is shown as
+// the replicated state knows it (fenced, by whom and when; unclean;
+// maybe running the storage).
+func markStale(nodes []api.NodeStatus, self string, st quorum.State, lease time.Duration, now time.Time) {
+	for i := range nodes {
+		n := &nodes[i]
+		alive := n.Gossip == "alive" || n.Gossip == "suspect"
+		if n.Name != self && (n.LastContact == nil || now.Sub(*n.LastContact) > lease) {
+			n.Stale = true
+		}
+		if (n.Role == RolePrimary || n.Role == RolePrimaryElect) && (n.Name != st.Holder || n.Epoch != st.Epoch) {
+			n.Stale = true
+		}
+		if alive {
+			continue
+		}
+		n.Role, n.Storage = "", ""
+		switch _, unclean := st.Unclean[n.Name]; {
+		case unclean:
+			n.Down = "unclean"
+		case st.Unconfirmed[n.Name] > 0:
+			n.Down = "unconfirmed"
+		}
+		for j := len(st.History) - 1; j >= 0 && n.Down == ""; j-- {
+			r := st.History[j]
+			if r.Target != n.Name {
+				continue
+			}
+			if r.Kind == fencing.KindFence && r.Outcome == fencing.OutcomeSuccess && r.Action != fencing.ActionOn {
+				at := r.Finished.UTC().Truncate(time.Millisecond)
+				n.Down, n.FencedAt, n.FencedBy = "fenced", &at, r.Executor
+			}
+			break
+		}
+	}
 }
 
 func (d *Daemon) apiHandler() http.Handler {

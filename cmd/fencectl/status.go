@@ -10,6 +10,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -130,15 +131,56 @@ func printStatus(w io.Writer, st *api.Status) {
 	fmt.Fprintln(tw, "NODE\tKIND\tADDRESS\tGOSSIP\tRAFT\tROLE\tEPOCH\tSTORAGE\tFENCE PATH\tCONFIG\tLAST CONTACT\tVERSION")
 	var lost []string
 	for _, n := range st.Nodes {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", cell(n.Name), cell(n.Kind), cell(n.Address), cell(n.Gossip), cell(n.Raft), cell(n.Role), n.Epoch, cell(n.Storage), pathCell(st, n.Name), configCell(n), ago(n.LastContact), cell(n.Version))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(n.Name), cell(n.Kind), cell(n.Address), gossipCell(n), cell(n.Raft), roleCell(n),
+			epochCell(n), cell(n.Storage), pathCell(st, n.Name), configCell(n), ago(n.LastContact), cell(n.Version))
 		if n.Kind == "witness" && n.Gossip != "alive" && n.Gossip != "suspect" {
 			lost = append(lost, n.Name)
 		}
 	}
 	tw.Flush()
+	for _, n := range st.Nodes {
+		if n.Stale && (n.Role != "" || n.Epoch != 0) {
+			fmt.Fprintln(w, "? gossip older than one lease, or a primacy the replicated state gives another: may no longer be true")
+			break
+		}
+	}
 	for _, n := range lost {
 		fmt.Fprintf(w, "\nWitness %s is lost (not seen by gossip): one more failure of a voter leaves no majority.\n", cell(n))
 	}
+}
+
+// gossipCell is what gossip says of a node, or for one it does not see,
+// what the replicated state knows: OFF (fenced, when and by whom), UNCLEAN
+// or MAY RUN THE STORAGE.
+func gossipCell(n api.NodeStatus) string {
+	switch n.Down {
+	case "fenced":
+		return fmt.Sprintf("OFF (fenced %s by %s)", ago(n.FencedAt), cell(n.FencedBy))
+	case "unclean":
+		return "UNCLEAN"
+	case "unconfirmed":
+		return "DOWN, MAY RUN THE STORAGE"
+	}
+	return cell(n.Gossip)
+}
+
+// roleCell is the role a node gossips, marked when it is stale: never two
+// primaries.
+func roleCell(n api.NodeStatus) string {
+	if n.Stale && n.Role != "" {
+		return cell(n.Role) + "?"
+	}
+	return cell(n.Role)
+}
+
+func epochCell(n api.NodeStatus) string {
+	if n.Epoch == 0 || n.Down != "" {
+		return "-"
+	}
+	if n.Stale {
+		return strconv.FormatUint(n.Epoch, 10) + "?"
+	}
+	return strconv.FormatUint(n.Epoch, 10)
 }
 
 // watchStatus polls the status until ctx ends (Ctrl-C), which is a clean

@@ -172,6 +172,17 @@ type NodeStatus struct {
 	Config          string   `json:"config,omitempty"`
 	ConfigMismatch  bool     `json:"configMismatch,omitempty"`
 	ConfigDiffering []string `json:"configDiffering,omitempty"`
+	// Stale says the node's gossip (role, epoch, storage) is older than
+	// one lease, or claims a primacy the replicated state gives another:
+	// what it says may no longer be true.
+	Stale bool `json:"stale,omitempty"`
+	// Down is what is known of a node gossip does not see, from the
+	// replicated state: "fenced" (FencedAt, FencedBy: its newest fence,
+	// read back), "unclean" (something of the group may still run there),
+	// "unconfirmed" (it may still run the storage), or "" (not known).
+	Down     string     `json:"down,omitempty"`
+	FencedAt *time.Time `json:"fencedAt,omitempty"`
+	FencedBy string     `json:"fencedBy,omitempty"`
 }
 
 // Record is one entry of the replicated history: a fence, unfence,
