@@ -93,6 +93,10 @@ type Faults struct {
 	ResetNeverCompletes bool
 	// ResetIgnored answers resets with success but never changes power.
 	ResetIgnored bool
+	// ResetAnswersLost carries out each of the next N resets, then closes
+	// the connection without answering: the client cannot tell whether
+	// its reset arrived.
+	ResetAnswersLost int
 	// ExpireSessionAfter expires the first session that makes its Nth
 	// authenticated request, just before serving it (one-shot).
 	ExpireSessionAfter int
@@ -404,13 +408,7 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if drop {
-		if hj, ok := w.(http.Hijacker); ok {
-			if conn, _, err := hj.Hijack(); err == nil {
-				conn.Close()
-				return
-			}
-		}
-		panic(http.ErrAbortHandler) // closes the stream without an answer
+		dropConnection(w)
 	}
 	h := w.Header()
 	h.Set("OData-Version", "4.0")
@@ -422,6 +420,17 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.route(w, r, f)
+}
+
+// dropConnection closes the request's connection without an answer; it
+// does not return.
+func dropConnection(w http.ResponseWriter) {
+	if hj, ok := w.(http.Hijacker); ok {
+		if conn, _, err := hj.Hijack(); err == nil {
+			conn.Close()
+		}
+	}
+	panic(http.ErrAbortHandler) // ends the handler (and the stream, if still open) without an answer
 }
 
 func (s *Sim) route(w http.ResponseWriter, r *http.Request, f Faults) {
@@ -966,6 +975,10 @@ func (s *Sim) reset(w http.ResponseWriter, r *http.Request, sysURI string, se *s
 	}
 	s.resets = append(s.resets, ResetRecord{System: sys.id, ResetType: rt, IfMatch: r.Header.Get("If-Match"), At: time.Now()})
 	f := s.faults
+	lose := s.faults.ResetAnswersLost > 0
+	if lose {
+		s.faults.ResetAnswersLost--
+	}
 	var t *task
 	if s.prof.resetStyle == "202" {
 		s.nextTask++
@@ -999,6 +1012,9 @@ func (s *Sim) reset(w http.ResponseWriter, r *http.Request, sysURI string, se *s
 	s.mu.Unlock()
 	if inline || steps == nil {
 		s.runSteps(sys, gen, steps, t, false)
+	}
+	if lose {
+		dropConnection(w)
 	}
 
 	switch s.prof.resetStyle {

@@ -341,6 +341,15 @@ func TestFaults(t *testing.T) {
 	if sim.PowerState("") != "On" {
 		t.Fatal("ignored reset changed power")
 	}
+	sim.SetFaults(Faults{ResetAnswersLost: 1})
+	req, _ := http.NewRequest("POST", c.base+"/redfish/v1/Systems/437XR1138R2/Actions/ComputerSystem.Reset", strings.NewReader(`{"ResetType":"ForceOff"}`))
+	req.Header.Set("X-Auth-Token", c.token)
+	if resp, err := fresh.Do(req); err == nil {
+		t.Fatalf("lost answer arrived: %d", resp.StatusCode)
+	}
+	if sim.PowerState("") != "Off" || len(sim.Resets()) != 2 {
+		t.Fatalf("the reset whose answer was lost was not carried out: %s, %d resets", sim.PowerState(""), len(sim.Resets()))
+	}
 }
 
 func TestIDRACConflictAndILOBody(t *testing.T) {
@@ -559,7 +568,7 @@ func TestSessionLimitProfile(t *testing.T) {
 	c.login("admin", "password")
 
 	// Any profile takes a limit; negative is none.
-	sim, c = start(t, Options{SessionLimit: 1})
+	_, c = start(t, Options{SessionLimit: 1})
 	c.login("admin", "password")
 	if resp, _ = c.do("POST", "/redfish/v1/SessionService/Sessions", map[string]string{"UserName": "admin", "Password": "password"}, nil); resp.StatusCode != 503 {
 		t.Fatalf("second login with a limit of 1: %d", resp.StatusCode)
@@ -591,7 +600,7 @@ func TestSlowTaskProfile(t *testing.T) {
 		t.Fatalf("monitor after TaskDelay: %d %v", resp.StatusCode, doc)
 	}
 	// The default is 30 seconds: still running after a moment.
-	sim, c = start(t, Options{Profile: ProfileSlowTask})
+	_, c = start(t, Options{Profile: ProfileSlowTask})
 	c.login("admin", "password")
 	resp, _ = c.do("POST", "/redfish/v1/Systems/437XR1138R2/Actions/ComputerSystem.Reset", map[string]string{"ResetType": "ForceOff"}, nil)
 	time.Sleep(100 * time.Millisecond)
