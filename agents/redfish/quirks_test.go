@@ -196,6 +196,14 @@ func TestQuirkNoSessionService(t *testing.T) {
 	if a.Holds() {
 		t.Fatal("holds a session on a BMC that has none")
 	}
+	if ka := a.KeepAliveInterval(); ka != 0 {
+		// The device monitor would take the session it never gets for
+		// one lost, and check again at every poll.
+		t.Fatalf("keep-alive interval %v with no session to keep", ka)
+	}
+	if ka := newAgent(t, rec.params(t, agents.Params{"basic_auth": "1"})).KeepAliveInterval(); ka != 0 {
+		t.Fatalf("keep-alive interval %v with basic_auth", ka)
+	}
 	if err := a.KeepAlive(ctx); err != nil {
 		t.Fatalf("keep-alive with nothing held: %v", err)
 	}
@@ -634,6 +642,10 @@ func TestQuirkSessionLimit(t *testing.T) {
 	if err := a.On(ctx); err != nil {
 		t.Fatalf("on through the held session: %v", err)
 	}
+	if err := a.Reboot(ctx); err != nil {
+		t.Fatalf("reboot through the held session: %v", err)
+	}
+	wantStatus(t, a, agents.StateOn)
 	a.Drop()
 	if n := srv.OpenSessions(); n != 1 {
 		t.Fatalf("%d sessions open after drop", n)

@@ -183,8 +183,13 @@ func (a *Agent) KeepAlive(ctx context.Context) error {
 }
 
 // KeepAliveInterval is half the BMC's SessionTimeout, between 10s and 5
-// minutes; a minute when the BMC did not say.
+// minutes; a minute when the BMC did not say; 0 with Basic auth, which
+// holds no session (so the device's monitor does not take the session it
+// never gets for one lost, and check again at once).
 func (a *Agent) KeepAliveInterval() time.Duration {
+	if a.usesBasic() {
+		return 0
+	}
 	a.mu.Lock()
 	t := a.sessionTimeout
 	a.mu.Unlock()
