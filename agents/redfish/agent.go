@@ -53,6 +53,9 @@ type Agent struct {
 	// sessionTimeout is the BMC's SessionService.SessionTimeout; 0 not
 	// asked yet, negative not said.
 	sessionTimeout time.Duration
+	// basicWhy says why the agent uses Basic auth on a BMC without a
+	// session service ("" while it logs in: session.fallBack).
+	basicWhy string
 }
 
 var (
@@ -331,14 +334,17 @@ func (s *session) systemURIs(ctx context.Context) ([]string, error) {
 // ---- power ----
 
 // resetCandidates lists, in order of preference, the ResetType values that
-// bring a system to want. Only ForceOff cuts power for sure: GracefulShutdown
-// waits on the OS, and PushPowerButton toggles (it would power on a system
-// that went off meanwhile), so neither stands in for off.
+// bring a system to want. ForceOff cuts power at once; On and ForceOn
+// power on. PushPowerButton comes last, for BMCs that offer nothing else:
+// it toggles, so it is pressed only from the opposite settled state, never
+// sent twice, and believed only by read-back (see setPower).
+// GracefulShutdown is never used: it asks the OS, which may be the very
+// thing that hangs.
 func resetCandidates(want schemas.PowerState) []string {
 	if want == schemas.OffPowerState {
-		return []string{string(schemas.ForceOffResetType)}
+		return []string{string(schemas.ForceOffResetType), string(schemas.PushPowerButtonResetType)}
 	}
-	return []string{string(schemas.OnResetType), string(schemas.ForceOnResetType)}
+	return []string{string(schemas.OnResetType), string(schemas.ForceOnResetType), string(schemas.PushPowerButtonResetType)}
 }
 
 // chooseReset picks the reset type for want from what the BMC allows. An
@@ -356,6 +362,17 @@ func chooseReset(want schemas.PowerState, allowed []string) (string, error) {
 	}
 	return "", fmt.Errorf("the BMC allows ResetType [%s]; powering %s needs %s",
 		strings.Join(allowed, ", "), strings.ToLower(string(want)), strings.Join(cands, " or "))
+}
+
+// isToggle reports a ResetType whose effect depends on the state it meets.
+func isToggle(rt string) bool { return rt == string(schemas.PushPowerButtonResetType) }
+
+// opposite is the settled state a toggle must start from to reach want.
+func opposite(want schemas.PowerState) schemas.PowerState {
+	if want == schemas.OffPowerState {
+		return schemas.OnPowerState
+	}
+	return schemas.OffPowerState
 }
 
 // allowedResets returns the allowed ResetType values, from the action's
@@ -400,7 +417,7 @@ func (s *session) setPower(ctx context.Context, op string, want schemas.PowerSta
 		return nil
 	}
 	deadline := time.Now().Add(a.cfg.powerTimeout)
-	sent := false
+	var w wait
 	if !transitional(si.power, want) {
 		allowed, err := s.allowedResets(ctx, si)
 		if err != nil {
@@ -417,8 +434,22 @@ func (s *session) setPower(ctx context.Context, op string, want schemas.PowerSta
 		if err != nil {
 			return agents.Failed(a.op(op), err)
 		}
+		if isToggle(rt) && si.power != opposite(want) {
+			// A press from PoweringOn (or Paused) would do who knows
+			// what: wait until the system settles.
+			if si, err = s.settle(ctx, op, si, want, deadline); err != nil {
+				return err
+			}
+			if si.power == want {
+				log.Info("power confirmed", "op", op, "power", string(want), "elapsed", time.Since(start).Round(time.Millisecond))
+				return nil
+			}
+		}
+		if isToggle(rt) {
+			log.Info("the BMC offers only PushPowerButton for this; pressing it once, the read-back decides", "op", op, "power", string(si.power))
+		}
 		var done bool
-		si, done, sent, err = s.reset(ctx, op, si, target, rt, want, deadline)
+		si, w, done, err = s.reset(ctx, op, si, target, rt, want, deadline)
 		if err != nil {
 			return err
 		}
@@ -429,19 +460,53 @@ func (s *session) setPower(ctx context.Context, op string, want schemas.PowerSta
 	} else {
 		log.Info("already on its way, waiting", "op", op, "power", string(si.power))
 	}
-	if err := s.waitPower(ctx, op, si.uri, want, deadline, sent); err != nil {
+	if err := s.waitPower(ctx, op, si.uri, want, deadline, w); err != nil {
 		return err
 	}
 	log.Info("power confirmed", "op", op, "power", string(want), "elapsed", time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
-// reset posts the ResetType, handling If-Match, 202 task monitors and
-// transient failures. done reports that a re-read already shows want; sent
-// that a reset may have reached the BMC. Its errors are classified.
-func (s *session) reset(ctx context.Context, op string, si *systemInfo, target, rt string, want schemas.PowerState, deadline time.Time) (_ *systemInfo, done, sent bool, _ error) {
+// wait is what a reset leaves for the read-back to wait on.
+type wait struct {
+	sent    bool   // a reset may have reached the BMC
+	pressed bool   // and it was a power button press
+	monitor string // the reset's task monitor, "" if none
+}
+
+// settle polls PowerState until it reads On or Off (the states a power
+// button press is defined from), within deadline; nothing is sent.
+func (s *session) settle(ctx context.Context, op string, si *systemInfo, want schemas.PowerState, deadline time.Time) (*systemInfo, error) {
+	a := s.a
+	a.log.Info("waiting for the system to settle before pressing the power button", "op", op, "system", si.uri, "power", string(si.power))
+	poll := pollMin
+	for si.power != schemas.OnPowerState && si.power != schemas.OffPowerState {
+		if time.Until(deadline) <= 0 || !sleep(ctx, min(poll, time.Until(deadline))) {
+			return nil, agents.Failed(a.op(op), fmt.Errorf("PowerState still %s: the BMC offers only PushPowerButton, which is pressed only from %s, and nothing was sent", si.power, opposite(want)))
+		}
+		poll = min(poll*2, pollMax)
+		fresh, err := s.readSystem(ctx, si.uri)
+		if err != nil {
+			return nil, a.classify(op, err, false)
+		}
+		fresh.resetTarget, fresh.allowed, fresh.actionInfo = si.resetTarget, si.allowed, si.actionInfo
+		si = fresh
+	}
+	return si, nil
+}
+
+// reset posts the ResetType, handling If-Match and transient failures, and
+// returns what the read-back waits on (a 202's task monitor). done
+// reports that a re-read already shows want. Its errors are classified.
+//
+// A ForceOff or On may be sent again after a failure: it is idempotent. A
+// power button press is sent again only after an answer that says it was
+// not carried out (412, 503, 409); one that may have reached the BMC (no
+// answer, or a 500) is never repeated, as a second press would undo it.
+func (s *session) reset(ctx context.Context, op string, si *systemInfo, target, rt string, want schemas.PowerState, deadline time.Time) (_ *systemInfo, w wait, done bool, _ error) {
 	a := s.a
 	log := a.log.With("system", si.uri)
+	toggle := isToggle(rt)
 	useEtag := true
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
@@ -453,33 +518,34 @@ func (s *session) reset(ctx context.Context, op string, si *systemInfo, target, 
 			headers["If-Match"] = si.etag
 		}
 		log.Debug("reset", "op", op, "reset_type", rt, "attempt", attempt+1)
-		status, hdr, body, err := s.post(ctx, target, map[string]string{"ResetType": rt}, headers)
+		status, hdr, _, err := s.post(ctx, target, map[string]string{"ResetType": rt}, headers)
 		if err == nil {
-			sent = true
+			// 200 bodies (iLO's Base.Success) carry nothing we need.
+			w = wait{sent: true, pressed: toggle}
 			if status == http.StatusAccepted {
 				if loc := hdr.Get("Location"); loc != "" {
 					monitor, err := a.cfg.origin.resolve(linkTask, loc, target)
 					if err != nil {
 						// The BMC took the reset; we do not follow it to
 						// another host for the outcome, and do not claim one.
-						return si, false, true, agents.Failed(a.op(op), fmt.Errorf("reset accepted, not confirmed: %w", err))
+						return si, w, false, agents.Failed(a.op(op), fmt.Errorf("reset accepted, not confirmed: %w", err))
 					}
-					if err := s.waitTask(ctx, op, monitor, deadline); err != nil {
-						return si, false, true, err
-					}
+					w.monitor = monitor
 				}
 			}
-			_ = body // 200 bodies (iLO's Base.Success) carry nothing we need
-			return si, false, true, nil
+			return si, w, false, nil
 		}
 		lastErr = err
 		if maybeDelivered(err) {
-			sent = true
+			w.sent = true
 		}
 		code := statusOf(err)
 		switch {
 		case isAuth(err):
-			return si, false, sent, agents.AuthFailed(a.op(op), err)
+			return si, w, false, agents.AuthFailed(a.op(op), err)
+		case toggle && (w.sent || code == http.StatusInternalServerError || code == http.StatusBadGateway || code == http.StatusGatewayTimeout):
+			log.Warn("the power button press may have reached the BMC; not pressing again, the read-back decides", "op", op, "err", err)
+			return si, wait{sent: true, pressed: true}, false, nil
 		case code == http.StatusPreconditionFailed:
 			// Our view is stale: re-read (the state may already be what we
 			// want) and retry with the fresh etag; if the BMC refuses the
@@ -494,26 +560,29 @@ func (s *session) reset(ctx context.Context, op string, si *systemInfo, target, 
 			log.Warn("reset request failed, re-reading before retrying", "op", op, "err", err)
 			sleep(ctx, 100*time.Millisecond)
 		default:
-			return si, false, sent, a.classify(op, err, false)
+			return si, w, false, a.classify(op, err, false)
 		}
 		fresh, rerr := s.readSystem(ctx, si.uri)
 		if rerr != nil {
 			if isAuth(rerr) {
-				return si, false, sent, agents.AuthFailed(a.op(op), rerr)
+				return si, w, false, agents.AuthFailed(a.op(op), rerr)
 			}
 			lastErr = rerr
 			continue
 		}
 		if fresh.power == want {
-			return fresh, true, sent, nil
+			return fresh, w, true, nil
 		}
 		if transitional(fresh.power, want) {
-			return fresh, false, sent, nil
+			return fresh, w, false, nil
 		}
 		fresh.resetTarget, fresh.allowed, fresh.actionInfo = si.resetTarget, si.allowed, si.actionInfo
 		si = fresh
 		if code == http.StatusConflict {
-			return si, false, sent, agents.Failed(a.op(op), fmt.Errorf("%w (PowerState reads %s)", lastErr, si.power))
+			return si, w, false, agents.Failed(a.op(op), fmt.Errorf("%w (PowerState reads %s)", lastErr, si.power))
+		}
+		if toggle && si.power != opposite(want) {
+			return si, w, false, agents.Failed(a.op(op), fmt.Errorf("%w; PowerState now reads %s, so the power button is not pressed", lastErr, si.power))
 		}
 	}
 	if lastErr == nil {
@@ -522,51 +591,45 @@ func (s *session) reset(ctx context.Context, op string, si *systemInfo, target, 
 			lastErr = ctx.Err()
 		}
 	}
-	return si, false, sent, a.classify(op, lastErr, sent)
+	return si, w, false, a.classify(op, lastErr, w.sent)
 }
 
-// waitTask polls a task monitor until the task ends or deadline passes.
-func (s *session) waitTask(ctx context.Context, op, monitor string, deadline time.Time) error {
-	a := s.a
-	wait := pollMin
-	for {
-		body, _, err := s.get(ctx, monitor)
-		switch {
-		case err == nil:
-			// gofish returns 202 and 200 alike: the body says which.
-			done, terr := taskOutcome(body)
-			if terr != nil && done {
-				return agents.Failed(a.op(op), fmt.Errorf("reset %w", terr))
-			}
-			if done {
-				return nil
-			}
-		case statusOf(err) == http.StatusNotFound || statusOf(err) == http.StatusGone:
-			// Some services drop the monitor once the task is over: the
-			// read-back decides.
-			return nil
-		case isAuth(err):
-			return agents.AuthFailed(a.op(op), err)
-		default:
-			a.log.Debug("task monitor poll failed", "monitor", monitor, "err", err)
+// taskState polls a reset's task monitor once: done once the task is over
+// or its monitor is gone; failure says how the task failed. Other poll
+// errors are logged and leave the task running: the read-back decides.
+func (s *session) taskState(ctx context.Context, monitor string) (done bool, failure, err error) {
+	body, _, err := s.get(ctx, monitor)
+	switch {
+	case err == nil:
+		// gofish returns 202 and 200 alike: the body says which.
+		done, failure = taskOutcome(body, s.secrets())
+		if failure != nil && !done {
+			// A body that is not a Task: keep polling the power.
+			s.a.log.Debug("task monitor answer not understood", "monitor", monitor, "err", failure)
+			return false, nil, nil
 		}
-		if time.Until(deadline) <= 0 {
-			return agents.Unknown(a.op(op), fmt.Errorf("reset task %s still running after power_timeout %s", monitor, a.cfg.powerTimeout))
-		}
-		if !sleep(ctx, min(wait, time.Until(deadline))) {
-			return agents.Unknown(a.op(op), fmt.Errorf("waiting for reset task %s: %w", monitor, ctx.Err()))
-		}
-		wait = min(wait*2, pollMax)
+		return done, failure, nil
+	case statusOf(err) == http.StatusNotFound || statusOf(err) == http.StatusGone:
+		// Some services drop the monitor once the task is over.
+		return true, nil, nil
+	case isAuth(err):
+		return false, nil, err
 	}
+	s.a.log.Debug("task monitor poll failed", "monitor", monitor, "err", err)
+	return false, nil, nil
 }
 
-// waitPower polls PowerState until it reads want or deadline passes.
-// Read-back is the only success: an accepted reset proves nothing.
-func (s *session) waitPower(ctx context.Context, op, uri string, want schemas.PowerState, deadline time.Time, sent bool) error {
+// waitPower polls PowerState until it reads want or deadline passes, and
+// the reset's task monitor, if any, beside it. Read-back is the only
+// success: an accepted reset or a completed task proves nothing, and a
+// task still running does not hold up a PowerState that already reads
+// want (a BMC's reset task may outlive the power change by far). A task
+// that fails is a failure unless PowerState reads want anyway.
+func (s *session) waitPower(ctx context.Context, op, uri string, want schemas.PowerState, deadline time.Time, w wait) error {
 	a := s.a
-	wait := pollMin
+	poll := pollMin
 	var last schemas.PowerState
-	var lastErr error
+	var lastErr, taskErr error
 	for {
 		si, err := s.readSystem(ctx, uri)
 		if err == nil {
@@ -580,23 +643,56 @@ func (s *session) waitPower(ctx context.Context, op, uri string, want schemas.Po
 			}
 			lastErr = err
 		}
+		if taskErr != nil {
+			// Read once more after the task failed: PowerState did not
+			// come to want.
+			return agents.Failed(a.op(op), fmt.Errorf("reset %w; PowerState reads %s", taskErr, readOr(last, lastErr)))
+		}
+		if w.monitor != "" {
+			done, failure, err := s.taskState(ctx, w.monitor)
+			if err != nil {
+				return agents.AuthFailed(a.op(op), err)
+			}
+			if done {
+				w.monitor, taskErr = "", failure
+				if taskErr != nil {
+					continue
+				}
+			}
+		}
 		if time.Until(deadline) <= 0 || ctx.Err() != nil {
 			break
 		}
-		sleep(ctx, min(wait, time.Until(deadline)))
-		wait = min(wait*2, pollMax)
+		sleep(ctx, min(poll, time.Until(deadline)))
+		poll = min(poll*2, pollMax)
 	}
 	why := "power_timeout " + a.cfg.powerTimeout.String() + " expired"
 	if ctx.Err() != nil {
 		why = ctx.Err().Error()
 	}
+	if w.monitor != "" {
+		why += "; reset task " + w.monitor + " still running"
+	}
 	switch {
 	case lastErr != nil:
-		return a.classify(op, fmt.Errorf("%s; last read failed: %w", why, lastErr), sent)
-	case transitional(last, want) && sent:
+		return a.classify(op, fmt.Errorf("%s; last read failed: %w", why, lastErr), w.sent)
+	case w.monitor != "" && w.sent:
 		return agents.Unknown(a.op(op), fmt.Errorf("%s; PowerState still %s", why, last))
+	case transitional(last, want) && w.sent:
+		return agents.Unknown(a.op(op), fmt.Errorf("%s; PowerState still %s", why, last))
+	case w.pressed:
+		// The press reached the BMC; an OS may still act on it (or
+		// ignore it): nobody knows yet.
+		return agents.Unknown(a.op(op), fmt.Errorf("%s; the power button was pressed and PowerState still reads %s, want %s (the OS may be ignoring the press, or still shutting down)", why, last, want))
 	default:
 		// Read back in the wrong state: the reset did not take.
 		return agents.Failed(a.op(op), fmt.Errorf("%s; PowerState still %s, want %s", why, last, want))
 	}
+}
+
+func readOr(p schemas.PowerState, err error) string {
+	if err != nil {
+		return "unknown (" + err.Error() + ")"
+	}
+	return string(p)
 }

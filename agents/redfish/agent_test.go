@@ -230,9 +230,10 @@ func TestResetAcceptedButPowerNeverChanges(t *testing.T) {
 	}
 }
 
-// Acceptance 4: ForceOff not allowed; several systems without systems_uri.
+// Acceptance 4: neither ForceOff nor PushPowerButton allowed; several
+// systems without systems_uri.
 func TestResetTypeAndSystemChoice(t *testing.T) {
-	srv := startSim(t, false, redfishsim.Options{AllowedResetTypes: []string{"On", "GracefulShutdown", "PushPowerButton", "GracefulRestart"}})
+	srv := startSim(t, false, redfishsim.Options{AllowedResetTypes: []string{"On", "GracefulShutdown", "GracefulRestart"}})
 	a := newAgent(t, simParams(t, srv, nil))
 	err := a.Off(ctxT(t))
 	if err == nil || !errors.Is(err, agents.ErrFailed) {
@@ -244,7 +245,7 @@ func TestResetTypeAndSystemChoice(t *testing.T) {
 		}
 	}
 	if n := len(srv.Resets()); n != 0 {
-		t.Fatalf("%d resets sent; PushPowerButton must not stand in for off", n)
+		t.Fatalf("%d resets sent; GracefulShutdown must not stand in for off", n)
 	}
 
 	multi := startSim(t, false, redfishsim.Options{Profile: redfishsim.ProfileMulti})

@@ -30,8 +30,8 @@ func FuzzParse(f *testing.F) {
 		}
 		_, _ = parseActionInfo(b)
 		_, _ = parseMembers(b)
-		_, _, _ = parseServiceRoot(b)
-		_, _ = taskOutcome(b)
+		_, _ = parseServiceRoot(b)
+		_, _ = taskOutcome(b, []string{"pw"})
 		err := fromGofish(schemas.ConstructError(500, b))
 		var he *httpError
 		if !errors.As(err, &he) || he.Status != 500 {
@@ -78,7 +78,9 @@ func TestParseSystem(t *testing.T) {
 	}{
 		{nil, "ForceOff", true},
 		{[]string{"On", "ForceOff"}, "ForceOff", true},
-		{[]string{"On", "PushPowerButton", "GracefulShutdown"}, "", false},
+		{[]string{"On", "PushPowerButton", "GracefulShutdown"}, "PushPowerButton", true},
+		{[]string{"ForceOff", "PushPowerButton"}, "ForceOff", true},
+		{[]string{"On", "GracefulShutdown", "GracefulRestart"}, "", false},
 		{[]string{}, "", false},
 	} {
 		got, err := chooseReset(schemas.OffPowerState, tc.allowed)
@@ -89,7 +91,11 @@ func TestParseSystem(t *testing.T) {
 	if got, _ := chooseReset(schemas.OnPowerState, []string{"ForceOn", "ForceOff"}); got != "ForceOn" {
 		t.Errorf("on with only ForceOn: %q", got)
 	}
-	done, err := taskOutcome([]byte(`{"Id":"7","TaskState":"Exception","Messages":[{"Message":"power supply fault"}]}`))
+	done, err := taskOutcome(nil, nil)
+	if !done || err != nil {
+		t.Fatalf("empty task answer: %v %v", done, err)
+	}
+	done, err = taskOutcome([]byte(`{"Id":"7","TaskState":"Exception","Messages":[{"Message":"power supply fault"}]}`), nil)
 	if !done || err == nil || !json.Valid([]byte(`{}`)) {
 		t.Fatalf("exception task: %v %v", done, err)
 	}

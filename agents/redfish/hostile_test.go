@@ -98,11 +98,18 @@ var hostileLinks = []struct {
 	{redfishsim.LinkReset, redfishsim.ProfileDMTF, "#ComputerSystem.Reset target", false},
 	{redfishsim.LinkReset, redfishsim.ProfileDMTF, "#ComputerSystem.Reset target", true},
 	{redfishsim.LinkTaskLocation, redfishsim.ProfileOpenBMC, "task monitor Location", false},
+	// No session service: the agent falls back to Basic auth by itself.
+	{redfishsim.LinkSystems, redfishsim.ProfileSushy, "service root Systems link", false},
+	{redfishsim.LinkMember, redfishsim.ProfileSushy, "Systems collection member", false},
+	{redfishsim.LinkReset, redfishsim.ProfileSushy, "#ComputerSystem.Reset target", false},
 }
 
-func hostileName(link redfishsim.Link, basic bool) string {
-	if basic {
+func hostileName(link redfishsim.Link, profile string, basic bool) string {
+	switch {
+	case basic:
 		return string(link) + "/basic-auth"
+	case profile == redfishsim.ProfileSushy:
+		return string(link) + "/no-session-service"
 	}
 	return string(link)
 }
@@ -118,7 +125,7 @@ func hostileName(link redfishsim.Link, basic bool) string {
 func TestHostileLinks(t *testing.T) {
 	for _, tc := range hostileLinks {
 		for _, form := range []string{"@", "//", "http://"} {
-			t.Run(hostileName(tc.link, tc.basic)+"/"+form, func(t *testing.T) { testHostileLink(t, tc.link, tc.profile, tc.names, tc.basic, form) })
+			t.Run(hostileName(tc.link, tc.profile, tc.basic)+"/"+form, func(t *testing.T) { testHostileLink(t, tc.link, tc.profile, tc.names, tc.basic, form) })
 		}
 	}
 	logSink.Lock()

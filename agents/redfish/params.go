@@ -45,7 +45,7 @@ var params = []agents.Param{
 	{Name: "ssl_insecure", Description: "Do not verify the BMC's TLS certificate (logged as a warning)", Type: "boolean", Default: "0"},
 	{Name: "ca_file", Description: "PEM file of the CA (or self-signed certificate) that signed the BMC's certificate", Type: "string"},
 	{Name: "plain_http", Description: "Speak plain HTTP instead of HTTPS (simulators only)", Type: "boolean", Default: "0"},
-	{Name: "basic_auth", Description: "Use HTTP Basic authentication on every request instead of a Redfish session", Type: "boolean", Default: "0"},
+	{Name: "basic_auth", Description: "Use HTTP Basic authentication on every request instead of a Redfish session (chosen by itself, and logged, when the BMC has no session service)", Type: "boolean", Default: "0"},
 	{Name: "power_timeout", Description: "Seconds to wait for PowerState to read back Off (or On) after a reset", Type: "second", Default: strconv.Itoa(int(defaultPowerTimeout / time.Second))},
 	{Name: "power_wait", Description: "Seconds to wait between the confirmed off and the on of a reboot", Type: "second", Default: "0"},
 	{Name: "login_timeout", Description: "Seconds allowed for each attempt to reach the service and log in", Type: "second", Default: strconv.Itoa(int(defaultLoginTimeout / time.Second))},

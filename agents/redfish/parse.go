@@ -102,28 +102,33 @@ func parseMembers(body []byte) ([]string, error) {
 	return out, nil
 }
 
-// parseServiceRoot returns the service root's Systems and Links.Sessions
-// links, unresolved; "" for one it lacks.
-func parseServiceRoot(body []byte) (systems, sessions string, err error) {
+// serviceRootDoc is what the agent reads of the service root: its links,
+// unresolved; "" for one it lacks.
+type serviceRootDoc struct {
+	systems, sessions, sessionService string
+}
+
+func parseServiceRoot(body []byte) (serviceRootDoc, error) {
+	type link struct {
+		ID string `json:"@odata.id"`
+	}
 	var root struct {
-		Systems struct {
-			ID string `json:"@odata.id"`
-		}
-		Links struct {
-			Sessions struct {
-				ID string `json:"@odata.id"`
-			}
+		Systems        link
+		SessionService link
+		Links          struct {
+			Sessions link
 		}
 	}
 	if err := json.Unmarshal(body, &root); err != nil {
-		return "", "", fmt.Errorf("decoding service root: %w", err)
+		return serviceRootDoc{}, fmt.Errorf("decoding service root: %w", err)
 	}
-	return root.Systems.ID, root.Links.Sessions.ID, nil
+	return serviceRootDoc{systems: root.Systems.ID, sessions: root.Links.Sessions.ID, sessionService: root.SessionService.ID}, nil
 }
 
 // taskOutcome reads a finished task monitor's answer: done reports the task
-// is over; err says how it failed. An empty body means done (204-style).
-func taskOutcome(body []byte) (done bool, err error) {
+// is over; err says how it failed, in the task's messages cleaned of
+// secrets. An empty body means done (204-style).
+func taskOutcome(body []byte, secrets []string) (done bool, err error) {
 	if len(body) == 0 {
 		return true, nil
 	}
@@ -134,11 +139,11 @@ func taskOutcome(body []byte) (done bool, err error) {
 	switch t.TaskState {
 	case schemas.CompletedTaskState:
 		if t.TaskStatus == schemas.CriticalHealth {
-			return true, fmt.Errorf("task %s completed with status Critical%s", t.ID, taskMessages(&t))
+			return true, fmt.Errorf("task %s completed with status Critical%s", clean(t.ID, maxMessagePart, secrets), taskMessages(&t, secrets))
 		}
 		return true, nil
 	case schemas.ExceptionTaskState, schemas.KilledTaskState, schemas.CancelledTaskState:
-		return true, fmt.Errorf("task %s ended %s%s", t.ID, t.TaskState, taskMessages(&t))
+		return true, fmt.Errorf("task %s ended %s%s", clean(t.ID, maxMessagePart, secrets), t.TaskState, taskMessages(&t, secrets))
 	case "":
 		// Not a Task: the operation's own response; the read-back decides.
 		return true, nil
@@ -146,19 +151,21 @@ func taskOutcome(body []byte) (done bool, err error) {
 	return false, nil
 }
 
-func taskMessages(t *schemas.Task) string {
+// taskMessages lists a task's messages with their IDs, cleaned like an
+// error's.
+func taskMessages(t *schemas.Task, secrets []string) string {
 	var parts []string
 	for _, m := range t.Messages {
-		if m.Message != "" {
-			parts = append(parts, m.Message)
+		id, msg := clean(m.MessageID, maxMessagePart, secrets), clean(m.Message, maxMessagePart, secrets)
+		switch {
+		case id != "" && msg != "":
+			parts = append(parts, id+": "+msg)
+		case msg != "":
+			parts = append(parts, msg)
 		}
 	}
 	if len(parts) == 0 {
 		return ""
 	}
-	s := ": " + strings.Join(parts, "; ")
-	if len(s) > 300 {
-		s = s[:300] + "..."
-	}
-	return s
+	return ": " + bound(strings.Join(parts, "; "), maxMessage)
 }

@@ -3,6 +3,7 @@ package redfish
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -20,61 +21,6 @@ import (
 // maxBody bounds what we read from a BMC: a ComputerSystem is a few KB.
 const maxBody = 4 << 20
 
-// httpError is a non-success HTTP answer, summarised from its Redfish error
-// body (the BMC's words, never ours: it cannot contain our password).
-type httpError struct {
-	Status int
-	Msg    string
-}
-
-func (e *httpError) Error() string {
-	if e.Msg == "" {
-		return fmt.Sprintf("HTTP %d", e.Status)
-	}
-	return fmt.Sprintf("HTTP %d: %s", e.Status, e.Msg)
-}
-
-// fromGofish turns gofish's error (which carries the raw body) into an
-// httpError with a one-line summary.
-func fromGofish(err error) error {
-	var re *schemas.Error
-	if !errors.As(err, &re) || re.HTTPReturnedStatusCode == 0 {
-		return err
-	}
-	return &httpError{Status: re.HTTPReturnedStatusCode, Msg: summarizeError(re)}
-}
-
-// summarizeError picks the most specific message of a Redfish error.
-func summarizeError(re *schemas.Error) string {
-	var parts []string
-	for _, m := range re.ExtendedInfos {
-		if m.Message != "" {
-			parts = append(parts, strings.TrimSpace(m.MessageID+": "+m.Message))
-		} else if m.MessageID != "" {
-			parts = append(parts, m.MessageID)
-		}
-	}
-	if len(parts) == 0 {
-		switch {
-		case re.Code != "" && re.Message != "":
-			parts = append(parts, re.Code+": "+re.Message)
-		case re.Message != "":
-			parts = append(parts, re.Message)
-		}
-	}
-	s := strings.Join(parts, "; ")
-	s = strings.Map(func(r rune) rune {
-		if r < 0x20 {
-			return ' '
-		}
-		return r
-	}, s)
-	if len(s) > 300 {
-		s = s[:300] + "..."
-	}
-	return s
-}
-
 func statusOf(err error) int {
 	var he *httpError
 	if errors.As(err, &he) {
@@ -83,16 +29,18 @@ func statusOf(err error) int {
 	return 0
 }
 
+// isAuth reports a refused password or privilege (401, 403), but not a
+// login refused for want of a session slot, whatever its status.
 func isAuth(err error) bool {
 	s := statusOf(err)
-	return s == http.StatusUnauthorized || s == http.StatusForbidden
+	return (s == http.StatusUnauthorized || s == http.StatusForbidden) && !isNoSlot(err)
 }
 
 // transient reports errors worth retrying: the BMC was busy or the
 // connection broke. A done context is not transient, nor a link or request
 // the agent refused to follow.
 func transient(ctx context.Context, err error) bool {
-	if err == nil || ctx.Err() != nil || refused(err) {
+	if err == nil || ctx.Err() != nil || refused(err) || isNoSlot(err) {
 		return false
 	}
 	switch statusOf(err) {
@@ -115,11 +63,17 @@ func maybeDelivered(err error) bool { return statusOf(err) == 0 && !refused(err)
 // the session itself (login, token, logout) is ours, so that every link it
 // involves — the service root's Links.Sessions, the session's Location —
 // is resolved and checked like any other (see origin).
+//
+// On a BMC without a session service (sushy-tools, some embedded BMCs) a
+// session is only its Basic credentials, sent with every request (see
+// fallBack); basic_auth asks for that from the start.
 type session struct {
 	a        *Agent
 	c        *gofish.APIClient
 	password string
 	relogged bool
+	// basic: every request carries Basic credentials; no token.
+	basic bool
 
 	// A held session (warm.go) is used by one operation or keep-alive at
 	// a time, and ends when it is retired.
@@ -154,7 +108,7 @@ func (s *session) login(ctx context.Context) error {
 		}
 		lctx, cancel := context.WithTimeout(ctx, s.a.loginTimeout())
 		err = s.connect(lctx)
-		if err == nil && !s.a.cfg.basicAuth {
+		if err == nil && !s.basic {
 			err = s.createSession(lctx)
 		}
 		cancel()
@@ -187,14 +141,15 @@ func (s *session) connect(ctx context.Context) error {
 		// gofish sends these as an Authorization header on every request.
 		cc.Username, cc.Password, cc.BasicAuth = cfg.username, s.password, true
 	}
+	s.a.mu.Lock()
+	root, basic := s.a.root, s.a.basicWhy != ""
+	s.a.mu.Unlock()
+	s.basic = cfg.basicAuth || basic
 	c, err := gofish.ConnectContext(ctx, cc)
 	if err != nil {
-		return fromGofish(err)
+		return fromGofish(err, s.secrets()...)
 	}
 	s.c = c
-	s.a.mu.Lock()
-	root := s.a.root
-	s.a.mu.Unlock()
 	if root == nil {
 		if root, err = s.rootLinks(ctx); err != nil {
 			s.c = nil
@@ -205,6 +160,9 @@ func (s *session) connect(ctx context.Context) error {
 		s.a.mu.Unlock()
 	}
 	s.systems, s.sessions = root.systems, root.sessions
+	if !s.basic && root.noSessionService {
+		s.fallBack("the service root names no SessionService and no Links.Sessions")
+	}
 	return nil
 }
 
@@ -212,6 +170,9 @@ func (s *session) connect(ctx context.Context) error {
 type rootLinks struct {
 	systems  string // "" if the BMC has none
 	sessions string
+	// noSessionService: the root names neither Links.Sessions nor a
+	// SessionService (sushy-tools): there is nothing to log in to.
+	noSessionService bool
 }
 
 // rootLinks reads the service root (gofish keeps its links private).
@@ -222,7 +183,8 @@ func (s *session) rootLinks(ctx context.Context) (*rootLinks, error) {
 	if err != nil {
 		return nil, fmt.Errorf("GET %s: %w", root, err)
 	}
-	systems, sessions, err := parseServiceRoot(body)
+	doc, err := parseServiceRoot(body)
+	systems, sessions := doc.systems, doc.sessions
 	if err == nil && systems != "" {
 		systems, err = o.resolve(linkSystems, systems, root)
 	}
@@ -232,11 +194,56 @@ func (s *session) rootLinks(ctx context.Context) (*rootLinks, error) {
 	if err != nil {
 		return nil, err
 	}
+	none := sessions == "" && doc.sessionService == ""
 	if sessions == "" {
 		// DSP0266 fixes the Sessions collection's URI.
 		sessions = defaultRedfishURI + "/SessionService/Sessions"
 	}
-	return &rootLinks{systems: strings.TrimSuffix(systems, "/"), sessions: sessions}, nil
+	return &rootLinks{systems: strings.TrimSuffix(systems, "/"), sessions: sessions, noSessionService: none}, nil
+}
+
+// fallBack makes s, and every later session of the agent, send Basic
+// credentials with each request instead of logging in: the BMC has no
+// session service (why says how we know). It is logged once per agent.
+//
+// Only the absence of a session service leads here (a root that names
+// none, or a login answered 404, 405 or 501), never a refused password: a
+// 401 to a login is a wrong password, reported as such. The credentials go
+// only where a session login would have sent the password: to the BMC's
+// configured scheme, host and port (the transport's guard refuses any
+// other, and redirects are not followed), so a BMC cannot turn this into
+// Basic auth over plain HTTP unless plain_http was configured.
+func (s *session) fallBack(why string) {
+	a := s.a
+	s.basic = true
+	a.mu.Lock()
+	first := a.basicWhy == ""
+	if first {
+		a.basicWhy = why
+	}
+	a.mu.Unlock()
+	if !first {
+		return
+	}
+	if a.cfg.origin.base.Scheme == "https" {
+		a.log.Info("the BMC has no Redfish session service; using HTTP Basic authentication over TLS on every request", "why", why)
+	} else {
+		a.log.Warn("the BMC has no Redfish session service; using HTTP Basic authentication on every request, over plain HTTP (plain_http): the password crosses the network in clear each time", "why", why)
+	}
+}
+
+// secrets are the strings no error of s may show, should the BMC echo
+// one: the password, the session token, the Basic credentials as sent.
+func (s *session) secrets() []string {
+	out := []string{s.password, s.token}
+	if s.basic {
+		out = append(out, basicCredentials(s.a.cfg.username, s.password))
+	}
+	return out
+}
+
+func basicCredentials(user, password string) string {
+	return base64.StdEncoding.EncodeToString([]byte(user + ":" + password))
 }
 
 // createSession logs in: POST to the Sessions collection, then the token
@@ -249,7 +256,15 @@ func (s *session) createSession(ctx context.Context) error {
 	})
 	if err != nil {
 		schemas.DeferredCleanupHTTPResponse(resp)
-		return fmt.Errorf("POST %s: %w", s.sessions, fromGofish(err))
+		err = fromGofish(err, s.secrets()...)
+		switch statusOf(err) {
+		case http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusNotImplemented:
+			// No session service where DSP0266 puts it: Basic auth,
+			// which every Redfish service must accept, instead.
+			s.fallBack(fmt.Sprintf("the login POST %s answered %v", s.sessions, err))
+			return nil
+		}
+		return fmt.Errorf("POST %s: %w", s.sessions, asNoSlot(err))
 	}
 	schemas.DeferredCleanupHTTPResponse(resp)
 	token, loc := resp.Header.Get("X-Auth-Token"), resp.Header.Get("Location")
@@ -269,16 +284,22 @@ func (s *session) createSession(ctx context.Context) error {
 	return nil
 }
 
-// headers adds our session token to a request's headers.
+// headers adds our session token, or the Basic credentials, to a
+// request's headers.
 func (s *session) headers(extra map[string]string) map[string]string {
-	if s.token == "" {
+	if s.token == "" && !s.basic {
 		return extra
 	}
 	h := make(map[string]string, len(extra)+1)
 	for k, v := range extra {
 		h[k] = v
 	}
-	h["X-Auth-Token"] = s.token
+	switch {
+	case s.token != "":
+		h["X-Auth-Token"] = s.token
+	case s.basic:
+		h["Authorization"] = "Basic " + basicCredentials(s.a.cfg.username, s.password)
+	}
 	return h
 }
 
@@ -292,7 +313,7 @@ func (s *session) close() {
 	defer cancel()
 	resp, err := s.c.WithContext(ctx).DeleteWithHeaders(s.location, s.headers(nil))
 	schemas.DeferredCleanupHTTPResponse(resp)
-	if err := fromGofish(err); err != nil {
+	if err := fromGofish(err, s.secrets()...); err != nil {
 		s.a.log.Warn("logout failed; the BMC will expire the session", "err", err)
 	}
 	s.c, s.token, s.location = nil, "", ""
@@ -300,7 +321,7 @@ func (s *session) close() {
 
 // relogin replaces an expired session once per operation.
 func (s *session) relogin(ctx context.Context, cause error) bool {
-	if s.relogged || s.a.cfg.basicAuth || statusOf(cause) != http.StatusUnauthorized {
+	if s.relogged || s.basic || statusOf(cause) != http.StatusUnauthorized {
 		return false
 	}
 	s.relogged = true
@@ -344,7 +365,7 @@ func (s *session) getOnce(ctx context.Context, uri string) ([]byte, http.Header,
 	resp, err := s.c.WithContext(rctx).GetWithHeaders(uri, s.headers(nil))
 	if err != nil {
 		schemas.DeferredCleanupHTTPResponse(resp)
-		return nil, nil, fromGofish(err)
+		return nil, nil, fromGofish(err, s.secrets()...)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
@@ -364,7 +385,7 @@ func (s *session) post(ctx context.Context, uri string, payload any, headers map
 		if err != nil {
 			cancel()
 			schemas.DeferredCleanupHTTPResponse(resp)
-			err = fromGofish(err)
+			err = fromGofish(err, s.secrets()...)
 			if s.relogin(ctx, err) {
 				continue
 			}

@@ -92,12 +92,23 @@ func (a *Agent) ReportsAnswers() bool { return true }
 // Check logs in anew and reads the system; with keep, the new session is
 // held from then on in place of the previous one, which is logged out once
 // no operation uses it.
+//
+// On a BMC with few session slots, the held session is one of them: when
+// the new login finds none free, the held session is logged out and the
+// login tried once more, so that a check never needs two slots.
 func (a *Agent) Check(ctx context.Context, keep bool) error {
-	if a.cfg.basicAuth {
+	if a.usesBasic() {
 		// No session to hold: Basic auth sends the credentials each time.
 		return a.Monitor(ctx)
 	}
 	s, err := a.open(ctx)
+	if err != nil && isNoSlot(err) && a.held.Holds() {
+		a.log.Info("the BMC has no free session slot; logging out the held session to check with a new one")
+		if old := a.held.Drop(); old != nil {
+			old.retire(ctx)
+		}
+		s, err = a.open(ctx)
+	}
 	if err != nil {
 		if !keep {
 			a.Drop()
@@ -114,7 +125,8 @@ func (a *Agent) Check(ctx context.Context, keep bool) error {
 		}
 		return a.classify("monitor", err, false)
 	}
-	if !keep {
+	if !keep || s.basic {
+		// s.basic: the login found no session service; nothing to hold.
 		s.close()
 		a.Drop()
 		return nil
@@ -171,8 +183,13 @@ func (a *Agent) KeepAlive(ctx context.Context) error {
 }
 
 // KeepAliveInterval is half the BMC's SessionTimeout, between 10s and 5
-// minutes; a minute when the BMC did not say.
+// minutes; a minute when the BMC did not say; 0 with Basic auth, which
+// holds no session (so the device's monitor does not take the session it
+// never gets for one lost, and check again at once).
 func (a *Agent) KeepAliveInterval() time.Duration {
+	if a.usesBasic() {
+		return 0
+	}
 	a.mu.Lock()
 	t := a.sessionTimeout
 	a.mu.Unlock()
@@ -180,6 +197,17 @@ func (a *Agent) KeepAliveInterval() time.Duration {
 		return keepAliveDefault
 	}
 	return min(max(t/2, 10*time.Second), 5*time.Minute)
+}
+
+// usesBasic reports whether the agent sends Basic credentials instead of
+// logging in: basic_auth, or a BMC found to have no session service.
+func (a *Agent) usesBasic() bool {
+	if a.cfg.basicAuth {
+		return true
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.basicWhy != ""
 }
 
 // Holds reports whether the agent holds a session.

@@ -26,9 +26,12 @@ func newSimRedfishCmd(ctx context.Context, s *stdio) *cobra.Command {
 	var powerDelay, sessionTimeout, latency time.Duration
 	cmd := &cobra.Command{
 		Use:   "redfish",
-		Short: "Simulate a Redfish BMC (DMTF mockup, iDRAC, iLO or OpenBMC shape) on loopback",
+		Short: "Simulate a Redfish BMC (DMTF mockup, iDRAC, iLO, OpenBMC shape or a quirk) on loopback",
 		Long: `Serves a Redfish service built from DMTF's public-rackmount1 mockup, shaped
-like a vendor BMC by --profile (` + strings.Join(redfishsim.Profiles(), ", ") + `).
+like a vendor BMC or given one BMC quirk by --profile (` + strings.Join(redfishsim.Profiles(), ", ") + `;
+agents/redfish/README.md describes each: sushy has no session service, slow-off
+reads PoweringOff for 5s, push-button allows only PushPowerButton, session-limit
+has 2 session slots, slow-task answers resets with a task that runs for 30s).
 With --tls it serves HTTPS with a freshly generated CA and certificate; --ca-out
 writes the CA certificate for clients (ca_file). The password is read from
 --password-file or $FENCED_SIM_PASSWORD (never from the command line); without
@@ -47,11 +50,15 @@ either it is "password". With --host-cmd, power-on runs the command (through
 			if password == "" {
 				password = "password"
 			}
+			offDelay := powerDelay
+			if !cmd.Flags().Changed("power-delay") && redfishsim.ProfilePowerOffDelay(profile) > 0 {
+				offDelay = 0 // the profile's own (slow-off)
+			}
 			opts := redfishsim.Options{
 				Profile:        profile,
 				Users:          []redfishsim.User{{Name: user, Password: password}},
 				SessionTimeout: sessionTimeout,
-				PowerOffDelay:  powerDelay,
+				PowerOffDelay:  offDelay,
 				PowerOnDelay:   powerDelay,
 				Log:            slog.New(slog.NewTextHandler(s.err, &slog.HandlerOptions{Level: slog.LevelInfo})),
 			}
@@ -100,7 +107,7 @@ either it is "password". With --host-cmd, power-on runs the command (through
 	f.StringVar(&passFile, "password-file", "", "file whose first line is the password")
 	f.StringVar(&hostCmd, "host-cmd", "", "command standing for the node: started on power-on, killed on power-off")
 	f.BoolVar(&on, "on", true, "start powered on")
-	f.DurationVar(&powerDelay, "power-delay", 500*time.Millisecond, "time PowerState reads PoweringOff/PoweringOn")
+	f.DurationVar(&powerDelay, "power-delay", 500*time.Millisecond, "time PowerState reads PoweringOff/PoweringOn (slow-off: PoweringOff lasts 5s unless this is given)")
 	f.DurationVar(&sessionTimeout, "session-timeout", 30*time.Minute, "idle session timeout")
 	f.DurationVar(&latency, "latency", 0, "added latency per request")
 	return cmd

@@ -1,6 +1,9 @@
 // Package redfishsim is a Redfish BMC simulator faithful enough that a client
 // passing against it works on real BMCs: it serves DMTF's public-rackmount1
-// mockup and vendor-shaped variants of it (iDRAC, iLO, OpenBMC), with
+// mockup and vendor-shaped variants of it (iDRAC, iLO, OpenBMC), quirk
+// profiles of BMCs the project did not write (sushy-tools without a session
+// service, a slow PoweringOff, PushPowerButton as the only ResetType, a
+// session limit, a reset task that outlives the power change), with
 // sessions, Basic auth, etags (If-Match on resets and on PATCH of AssetTag),
 // Redfish-form errors, ComputerSystem power state with transition delays,
 // asynchronous resets with task monitors, HTTPS with a generated
@@ -50,8 +53,20 @@ type Options struct {
 	// (SessionService.SessionTimeout); default 30 minutes.
 	SessionTimeout time.Duration
 	// PowerOffDelay and PowerOnDelay are how long PowerState reads
-	// PoweringOff / PoweringOn before it reads Off / On.
+	// PoweringOff / PoweringOn before it reads Off / On. A zero
+	// PowerOffDelay is the profile's (ProfilePowerOffDelay: SlowOffDelay
+	// for ProfileSlowOff, else none).
 	PowerOffDelay, PowerOnDelay time.Duration
+	// TaskDelay is the least time a reset's task reads Running on the
+	// profiles that answer resets with a task monitor (openbmc,
+	// slow-task), even when the power changed sooner; zero is the
+	// profile's (SlowTaskDelay for ProfileSlowTask, else none: the task
+	// ends with the power transition).
+	TaskDelay time.Duration
+	// SessionLimit is how many sessions may be open at once; a login
+	// beyond them is refused. Zero is the profile's (DefaultSessionLimit
+	// for ProfileSessionLimit, else unlimited); negative is unlimited.
+	SessionLimit int
 	// InitialPowerState is "On" (default) or "Off".
 	InitialPowerState string
 	// AllowedResetTypes, if set, replaces the profile's list of allowed
@@ -78,6 +93,10 @@ type Faults struct {
 	ResetNeverCompletes bool
 	// ResetIgnored answers resets with success but never changes power.
 	ResetIgnored bool
+	// ResetAnswersLost carries out each of the next N resets, then closes
+	// the connection without answering: the client cannot tell whether
+	// its reset arrived.
+	ResetAnswersLost int
 	// ExpireSessionAfter expires the first session that makes its Nth
 	// authenticated request, just before serving it (one-shot).
 	ExpireSessionAfter int
@@ -88,6 +107,12 @@ type Faults struct {
 	// RejectIfMatch answers every reset that carries an If-Match other
 	// than "*" with 412, as BMCs that do not support If-Match on actions do.
 	RejectIfMatch bool
+	// LoginRefused, if set, answers every login (POST to the Sessions
+	// collection) with this HTTP status and a Redfish error, as a BMC
+	// whose session service is disabled or missing does (404, 405, 501),
+	// or one that is busy (503). With ProfileSushy, 401 answers as
+	// sushy-tools itself does to a login without Basic credentials.
+	LoginRefused int
 	// ForeignLinks makes the BMC hand out links that name another host, as
 	// a hostile or broken BMC might: each link of a listed kind gets the
 	// value put in front of it, e.g. "@127.0.0.2:17520" (a text join onto
@@ -140,6 +165,7 @@ type Sim struct {
 	nextTask int
 	edits    int
 	created  int
+	refused  int
 	resets   []ResetRecord
 	requests int
 	closed   bool
@@ -158,6 +184,15 @@ func New(opts Options) (*Sim, error) {
 	}
 	if opts.SessionTimeout <= 0 {
 		opts.SessionTimeout = 30 * time.Minute
+	}
+	if opts.PowerOffDelay == 0 {
+		opts.PowerOffDelay = prof.powerOffDelay
+	}
+	if opts.TaskDelay == 0 {
+		opts.TaskDelay = prof.taskDelay
+	}
+	if opts.SessionLimit == 0 {
+		opts.SessionLimit = prof.sessionLimit
 	}
 	switch opts.InitialPowerState {
 	case "":
@@ -307,6 +342,13 @@ func (s *Sim) SessionsCreated() int {
 	return s.created
 }
 
+// LoginsRefused counts logins refused for want of a free session slot.
+func (s *Sim) LoginsRefused() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused
+}
+
 // Resets returns the accepted reset requests, oldest first.
 func (s *Sim) Resets() []ResetRecord {
 	s.mu.Lock()
@@ -366,24 +408,29 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if drop {
-		if hj, ok := w.(http.Hijacker); ok {
-			if conn, _, err := hj.Hijack(); err == nil {
-				conn.Close()
-				return
-			}
-		}
-		panic(http.ErrAbortHandler) // closes the stream without an answer
+		dropConnection(w)
 	}
 	h := w.Header()
 	h.Set("OData-Version", "4.0")
 	h.Set("Cache-Control", "no-cache")
 	if fail {
 		h.Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "ServiceTemporarilyUnavailable",
+		s.writeError(w, http.StatusServiceUnavailable, "ServiceTemporarilyUnavailable",
 			"The service is temporarily unavailable.  Retry in 1 seconds.", "1")
 		return
 	}
 	s.route(w, r, f)
+}
+
+// dropConnection closes the request's connection without an answer; it
+// does not return.
+func dropConnection(w http.ResponseWriter) {
+	if hj, ok := w.(http.Hijacker); ok {
+		if conn, _, err := hj.Hijack(); err == nil {
+			conn.Close()
+		}
+	}
+	panic(http.ErrAbortHandler) // ends the handler (and the stream, if still open) without an answer
 }
 
 func (s *Sim) route(w http.ResponseWriter, r *http.Request, f Faults) {
@@ -393,23 +440,29 @@ func (s *Sim) route(w http.ResponseWriter, r *http.Request, f Faults) {
 	}
 	switch {
 	case p == "/redfish":
-		if !allowMethods(w, r, http.MethodGet, http.MethodHead) {
+		if !s.allowMethods(w, r, http.MethodGet, http.MethodHead) {
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"v1": "/redfish/v1/"})
 		return
 	case p == serviceRoot:
 		// The service root is readable without authentication (DSP0266).
-		if !allowMethods(w, r, http.MethodGet, http.MethodHead) {
+		if !s.allowMethods(w, r, http.MethodGet, http.MethodHead) {
 			return
 		}
 		s.writeDoc(w, withForeignLinks(f, serviceRoot, s.prof.docs[serviceRoot], false))
 		return
 	case p == serviceRoot+"/SessionService/Sessions" && r.Method == http.MethodPost:
+		if s.prof.sessionless && f.LoginRefused == 0 {
+			// No session service: nothing there to log in to.
+			s.writeError(w, http.StatusNotFound, "ResourceMissingAtURI",
+				fmt.Sprintf("The resource at the URI '%s' was not found.", r.URL.Path), r.URL.Path)
+			return
+		}
 		s.login(w, r, f)
 		return
 	case !strings.HasPrefix(p, serviceRoot+"/"):
-		writeError(w, http.StatusNotFound, "ResourceMissingAtURI",
+		s.writeError(w, http.StatusNotFound, "ResourceMissingAtURI",
 			fmt.Sprintf("The resource at the URI '%s' was not found.", r.URL.Path), r.URL.Path)
 		return
 	}
@@ -419,8 +472,11 @@ func (s *Sim) route(w http.ResponseWriter, r *http.Request, f Faults) {
 		return
 	}
 	switch {
+	case s.prof.sessionless && (p == serviceRoot+"/SessionService" || strings.HasPrefix(p, serviceRoot+"/SessionService/")):
+		s.writeError(w, http.StatusNotFound, "ResourceMissingAtURI",
+			fmt.Sprintf("The resource at the URI '%s' was not found.", r.URL.Path), r.URL.Path)
 	case p == serviceRoot+"/SessionService/Sessions":
-		if allowMethods(w, r, http.MethodGet, http.MethodHead, http.MethodPost) {
+		if s.allowMethods(w, r, http.MethodGet, http.MethodHead, http.MethodPost) {
 			s.listSessions(w)
 		}
 	case strings.HasPrefix(p, serviceRoot+"/SessionService/Sessions/"):
@@ -430,17 +486,17 @@ func (s *Sim) route(w http.ResponseWriter, r *http.Request, f Faults) {
 	case strings.HasPrefix(p, serviceRoot+"/TaskService/TaskMonitors/"):
 		s.taskMonitor(w, r, strings.TrimPrefix(p, serviceRoot+"/TaskService/TaskMonitors/"), f)
 	case p == serviceRoot+"/TaskService/Tasks":
-		if allowMethods(w, r, http.MethodGet, http.MethodHead) {
+		if s.allowMethods(w, r, http.MethodGet, http.MethodHead) {
 			s.listTasks(w)
 		}
 	case strings.HasPrefix(p, serviceRoot+"/TaskService/Tasks/"):
-		if allowMethods(w, r, http.MethodGet, http.MethodHead) {
+		if s.allowMethods(w, r, http.MethodGet, http.MethodHead) {
 			s.taskResource(w, strings.TrimPrefix(p, serviceRoot+"/TaskService/Tasks/"))
 		}
 	default:
 		doc, ok := s.prof.docs[p]
 		if !ok {
-			writeError(w, http.StatusNotFound, "ResourceMissingAtURI",
+			s.writeError(w, http.StatusNotFound, "ResourceMissingAtURI",
 				fmt.Sprintf("The resource at the URI '%s' was not found.", r.URL.Path), r.URL.Path)
 			return
 		}
@@ -455,7 +511,7 @@ func (s *Sim) route(w http.ResponseWriter, r *http.Request, f Faults) {
 		if sys != nil {
 			methods = append(methods, http.MethodPatch)
 		}
-		if !allowMethods(w, r, methods...) {
+		if !s.allowMethods(w, r, methods...) {
 			return
 		}
 		s.mu.Lock()
@@ -471,20 +527,20 @@ func (s *Sim) route(w http.ResponseWriter, r *http.Request, f Faults) {
 // writable here. If-Match is honoured (412 on a stale ETag), and the
 // answer is the updated resource.
 func (s *Sim) patchSystem(w http.ResponseWriter, r *http.Request, sys *system, se *session) {
-	body, ok := writeRequest(w, r, se)
+	body, ok := s.writeRequest(w, r, se)
 	if !ok {
 		return
 	}
 	var asset string
 	for k, v := range body {
 		if k != "AssetTag" {
-			writeError(w, http.StatusBadRequest, "PropertyNotWritable",
+			s.writeError(w, http.StatusBadRequest, "PropertyNotWritable",
 				fmt.Sprintf("The property %s is a read only property and cannot be assigned a value.", k), k)
 			return
 		}
 		str, ok := v.(string)
 		if !ok {
-			writeError(w, http.StatusBadRequest, "PropertyValueTypeError",
+			s.writeError(w, http.StatusBadRequest, "PropertyValueTypeError",
 				fmt.Sprintf("The value '%v' for the property %s is of a different type than the property can accept.", v, k), fmt.Sprint(v), k)
 			return
 		}
@@ -493,7 +549,7 @@ func (s *Sim) patchSystem(w http.ResponseWriter, r *http.Request, sys *system, s
 	s.mu.Lock()
 	if s.ifMatchFailsLocked(r, sys, false) {
 		s.mu.Unlock()
-		preconditionFailed(w)
+		s.preconditionFailed(w)
 		return
 	}
 	if _, ok := body["AssetTag"]; ok {
@@ -507,16 +563,16 @@ func (s *Sim) patchSystem(w http.ResponseWriter, r *http.Request, sys *system, s
 // writeRequest admits a request that changes something: the session may
 // write, and the body is a JSON object (read up to 64 KiB). Otherwise it
 // answers the Redfish error and returns false.
-func writeRequest(w http.ResponseWriter, r *http.Request, se *session) (map[string]any, bool) {
+func (s *Sim) writeRequest(w http.ResponseWriter, r *http.Request, se *session) (map[string]any, bool) {
 	if se.role == RoleReadOnly {
-		writeError(w, http.StatusForbidden, "InsufficientPrivilege",
+		s.writeError(w, http.StatusForbidden, "InsufficientPrivilege",
 			"There are insufficient privileges for the account or credentials associated with the current session to perform the requested operation.")
 		return nil, false
 	}
 	raw, err := io.ReadAll(io.LimitReader(r.Body, 1<<16))
 	var body map[string]any
 	if err != nil || json.Unmarshal(raw, &body) != nil {
-		writeError(w, http.StatusBadRequest, "MalformedJSON",
+		s.writeError(w, http.StatusBadRequest, "MalformedJSON",
 			"The request body submitted was malformed JSON and could not be parsed by the receiving service.")
 		return nil, false
 	}
@@ -531,17 +587,17 @@ func (s *Sim) ifMatchFailsLocked(r *http.Request, sys *system, refuseAll bool) b
 	return m != "" && m != "*" && (refuseAll || m != etagOf(s.systemDocLocked(sys)))
 }
 
-func preconditionFailed(w http.ResponseWriter) {
-	writeError(w, http.StatusPreconditionFailed, "PreconditionFailed",
+func (s *Sim) preconditionFailed(w http.ResponseWriter) {
+	s.writeError(w, http.StatusPreconditionFailed, "PreconditionFailed",
 		"The ETag supplied did not match the ETag required to change this resource.")
 }
 
-func allowMethods(w http.ResponseWriter, r *http.Request, methods ...string) bool {
+func (s *Sim) allowMethods(w http.ResponseWriter, r *http.Request, methods ...string) bool {
 	if slices.Contains(methods, r.Method) {
 		return true
 	}
 	w.Header().Set("Allow", strings.Join(methods, ", "))
-	writeError(w, http.StatusMethodNotAllowed, "OperationNotAllowed",
+	s.writeError(w, http.StatusMethodNotAllowed, "OperationNotAllowed",
 		fmt.Sprintf("The HTTP method %s is not allowed on %s.", r.Method, r.URL.Path))
 	return false
 }
@@ -610,8 +666,26 @@ func redfishError(messageID, message string, args ...string) map[string]any {
 	}}
 }
 
-func writeError(w http.ResponseWriter, status int, messageID, message string, args ...string) {
+func (s *Sim) writeError(w http.ResponseWriter, status int, messageID, message string, args ...string) {
+	if s.prof.sushyErrors {
+		writeJSON(w, status, sushyError(message))
+		return
+	}
 	writeJSON(w, status, redfishError(messageID, message, args...))
+}
+
+// sushyError is an error as sushy-tools writes it: what happened is only
+// in error.message; the code and the one ExtendedInfo entry (a MessageId
+// without a Message) say nothing more than "general error".
+func sushyError(message string) map[string]any {
+	return map[string]any{"error": map[string]any{
+		"code":    "Base.1.0.GeneralError",
+		"message": message,
+		"@Message.ExtendedInfo": []any{map[string]any{
+			"@odata.type": "/redfish/v1/$metadata#Message.1.0.0.Message",
+			"MessageId":   "Base.1.0.GeneralError",
+		}},
+	}}
 }
 
 // ---- authentication and sessions ----
@@ -650,7 +724,7 @@ func (s *Sim) authenticate(w http.ResponseWriter, r *http.Request) (*session, bo
 		if ok {
 			return se, true
 		}
-		writeError(w, http.StatusUnauthorized, "NoValidSession",
+		s.writeError(w, http.StatusUnauthorized, "NoValidSession",
 			"There is no valid session established with the implementation.")
 		return nil, false
 	}
@@ -660,8 +734,11 @@ func (s *Sim) authenticate(w http.ResponseWriter, r *http.Request) (*session, bo
 		}
 	}
 	w.Header().Set("WWW-Authenticate", `Basic realm="Redfish"`)
-	writeError(w, http.StatusUnauthorized, "NoValidSession",
-		"There is no valid session established with the implementation.")
+	msg := "There is no valid session established with the implementation."
+	if s.prof.sushyErrors {
+		msg = "Incorrect username or password"
+	}
+	s.writeError(w, http.StatusUnauthorized, "NoValidSession", msg)
 	return nil, false
 }
 
@@ -672,22 +749,37 @@ func randomHex(n int) string {
 }
 
 func (s *Sim) login(w http.ResponseWriter, r *http.Request, f Faults) {
+	if f.LoginRefused != 0 {
+		msg := fmt.Sprintf("The HTTP method POST is not allowed on %s.", r.URL.Path)
+		id := "OperationNotAllowed"
+		switch f.LoginRefused {
+		case http.StatusNotFound:
+			id, msg = "ResourceMissingAtURI", fmt.Sprintf("The resource at the URI '%s' was not found.", r.URL.Path)
+		case http.StatusServiceUnavailable:
+			id, msg = "ServiceTemporarilyUnavailable", "The service is temporarily unavailable.  Retry in 1 seconds."
+		}
+		if f.LoginRefused == http.StatusMethodNotAllowed {
+			w.Header().Set("Allow", "GET, HEAD")
+		}
+		s.writeError(w, f.LoginRefused, id, msg)
+		return
+	}
 	var body map[string]any
 	raw, err := io.ReadAll(io.LimitReader(r.Body, 1<<16))
 	if err != nil || json.Unmarshal(raw, &body) != nil || body == nil {
-		writeError(w, http.StatusBadRequest, "MalformedJSON",
+		s.writeError(w, http.StatusBadRequest, "MalformedJSON",
 			"The request body submitted was malformed JSON and could not be parsed by the receiving service.")
 		return
 	}
 	for _, prop := range []string{"UserName", "Password"} {
 		v, ok := body[prop]
 		if !ok {
-			writeError(w, http.StatusBadRequest, "PropertyMissing",
+			s.writeError(w, http.StatusBadRequest, "PropertyMissing",
 				fmt.Sprintf("The property %s is a required property and must be included in the request.", prop), prop)
 			return
 		}
 		if _, ok := v.(string); !ok {
-			writeError(w, http.StatusBadRequest, "PropertyValueTypeError",
+			s.writeError(w, http.StatusBadRequest, "PropertyValueTypeError",
 				fmt.Sprintf("The value for the property %s is of a different type than the property can accept.", prop), prop)
 			return
 		}
@@ -695,7 +787,7 @@ func (s *Sim) login(w http.ResponseWriter, r *http.Request, f Faults) {
 	u, ok := s.findUser(body["UserName"].(string), body["Password"].(string))
 	if !ok {
 		// Never echo the submitted password.
-		writeError(w, http.StatusUnauthorized, "ResourceAtUriUnauthorized",
+		s.writeError(w, http.StatusUnauthorized, "ResourceAtUriUnauthorized",
 			"While accessing the resource at '/redfish/v1/SessionService/Sessions', the service received an authorization error 'invalid credentials'.",
 			"/redfish/v1/SessionService/Sessions", "invalid credentials")
 		return
@@ -705,6 +797,16 @@ func (s *Sim) login(w http.ResponseWriter, r *http.Request, f Faults) {
 		se.id = u.Name + se.id
 	}
 	s.mu.Lock()
+	s.sweepLocked(time.Now())
+	if limit := s.opts.SessionLimit; limit > 0 && len(s.sessions) >= limit {
+		// As DSP0268's Base registry words it; BMCs answer 503 (or 400)
+		// and the slots free up only by logout or expiry.
+		s.refused++
+		s.mu.Unlock()
+		s.writeError(w, http.StatusServiceUnavailable, "SessionLimitExceeded",
+			"The session establishment failed due to the number of simultaneous sessions exceeding the limit of the implementation.")
+		return
+	}
 	s.sessions[se.token] = se
 	s.created++
 	s.mu.Unlock()
@@ -763,7 +865,7 @@ func (s *Sim) sessionResource(w http.ResponseWriter, r *http.Request, id string)
 	}
 	if found == nil {
 		s.mu.Unlock()
-		writeError(w, http.StatusNotFound, "ResourceMissingAtURI",
+		s.writeError(w, http.StatusNotFound, "ResourceMissingAtURI",
 			fmt.Sprintf("The resource at the URI '%s' was not found.", r.URL.Path), r.URL.Path)
 		return
 	}
@@ -775,7 +877,7 @@ func (s *Sim) sessionResource(w http.ResponseWriter, r *http.Request, id string)
 	}
 	doc := sessionDoc(found)
 	s.mu.Unlock()
-	if allowMethods(w, r, http.MethodGet, http.MethodHead, http.MethodDelete) {
+	if s.allowMethods(w, r, http.MethodGet, http.MethodHead, http.MethodDelete) {
 		s.writeDoc(w, doc)
 	}
 }
@@ -793,39 +895,39 @@ func (s *Sim) reset(w http.ResponseWriter, r *http.Request, sysURI string, se *s
 	sys := s.systems[sysURI]
 	s.mu.Unlock()
 	if sys == nil {
-		writeError(w, http.StatusNotFound, "ResourceMissingAtURI",
+		s.writeError(w, http.StatusNotFound, "ResourceMissingAtURI",
 			fmt.Sprintf("The resource at the URI '%s' was not found.", r.URL.Path), r.URL.Path)
 		return
 	}
-	if !allowMethods(w, r, http.MethodPost) {
+	if !s.allowMethods(w, r, http.MethodPost) {
 		return
 	}
-	body, ok := writeRequest(w, r, se)
+	body, ok := s.writeRequest(w, r, se)
 	if !ok {
 		return
 	}
 	for k := range body {
 		if k != "ResetType" {
-			writeError(w, http.StatusBadRequest, "ActionParameterUnknown",
+			s.writeError(w, http.StatusBadRequest, "ActionParameterUnknown",
 				fmt.Sprintf("The action Reset was submitted with the invalid parameter %s.", k), "Reset", k)
 			return
 		}
 	}
 	rv, ok := body["ResetType"]
 	if !ok {
-		writeError(w, http.StatusBadRequest, "ActionParameterMissing",
+		s.writeError(w, http.StatusBadRequest, "ActionParameterMissing",
 			"The action Reset requires the parameter ResetType to be present in the request body.", "Reset", "ResetType")
 		return
 	}
 	rt, ok := rv.(string)
 	if !ok {
-		writeError(w, http.StatusBadRequest, "ActionParameterValueTypeError",
+		s.writeError(w, http.StatusBadRequest, "ActionParameterValueTypeError",
 			"The value for the parameter ResetType in the action Reset is of a different type than the parameter can accept.", "ResetType", "Reset")
 		return
 	}
 	allowed := s.allowedResetTypes(sysURI)
 	if !slices.Contains(allowed, rt) {
-		writeError(w, http.StatusBadRequest, "ActionParameterValueNotInList",
+		s.writeError(w, http.StatusBadRequest, "ActionParameterValueNotInList",
 			fmt.Sprintf("The value '%s' for the parameter ResetType in the action Reset is not in the list of acceptable values.", rt), rt, "ResetType", "Reset")
 		return
 	}
@@ -838,7 +940,7 @@ func (s *Sim) reset(w http.ResponseWriter, r *http.Request, sysURI string, se *s
 	}
 	if s.ifMatchFailsLocked(r, sys, s.faults.RejectIfMatch) {
 		s.mu.Unlock()
-		preconditionFailed(w)
+		s.preconditionFailed(w)
 		return
 	}
 	var steps []string
@@ -867,12 +969,16 @@ func (s *Sim) reset(w http.ResponseWriter, r *http.Request, sysURI string, se *s
 	if steps == nil && s.prof.conflictOnNoop && rt != "Nmi" {
 		state := sys.power
 		s.mu.Unlock()
-		writeError(w, http.StatusConflict, "OperationNotAllowed",
+		s.writeError(w, http.StatusConflict, "OperationNotAllowed",
 			fmt.Sprintf("Unable to perform the reset because the server is already %s.", strings.ToLower(state)))
 		return
 	}
 	s.resets = append(s.resets, ResetRecord{System: sys.id, ResetType: rt, IfMatch: r.Header.Get("If-Match"), At: time.Now()})
 	f := s.faults
+	lose := s.faults.ResetAnswersLost > 0
+	if lose {
+		s.faults.ResetAnswersLost--
+	}
 	var t *task
 	if s.prof.resetStyle == "202" {
 		s.nextTask++
@@ -906,6 +1012,9 @@ func (s *Sim) reset(w http.ResponseWriter, r *http.Request, sysURI string, se *s
 	s.mu.Unlock()
 	if inline || steps == nil {
 		s.runSteps(sys, gen, steps, t, false)
+	}
+	if lose {
+		dropConnection(w)
 	}
 
 	switch s.prof.resetStyle {
@@ -970,20 +1079,50 @@ func (s *Sim) runSteps(sys *system, gen int, steps []string, t *task, hang bool)
 		s.mu.Unlock()
 	}
 	if t != nil {
-		s.mu.Lock()
-		if t.state == "Running" {
-			t.state = "Completed"
-			t.end = time.Now()
-			t.messages = []any{map[string]any{
-				"@odata.type": "#Message.v1_1_1.Message",
-				"MessageId":   "TaskEvent.1.0.TaskCompletedOK",
-				"Message":     fmt.Sprintf("The task with Id '%s' has completed.", t.id),
-				"MessageArgs": []any{t.id},
-				"Severity":    "OK",
-			}}
-		}
-		s.mu.Unlock()
+		s.endTask(t)
 	}
+}
+
+// endTask completes t, at once or, when the task must read Running for
+// TaskDelay from its start, once that has passed (a BMC whose task
+// outlives the power change it made).
+func (s *Sim) endTask(t *task) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if wait := time.Until(t.start.Add(s.opts.TaskDelay)); wait > 0 {
+		if s.closed {
+			return
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			select {
+			case <-time.After(wait):
+			case <-s.done:
+				return
+			}
+			s.mu.Lock()
+			s.completeTaskLocked(t)
+			s.mu.Unlock()
+		}()
+		return
+	}
+	s.completeTaskLocked(t)
+}
+
+func (s *Sim) completeTaskLocked(t *task) {
+	if t.state != "Running" {
+		return
+	}
+	t.state = "Completed"
+	t.end = time.Now()
+	t.messages = []any{map[string]any{
+		"@odata.type": "#Message.v1_1_1.Message",
+		"MessageId":   "TaskEvent.1.0.TaskCompletedOK",
+		"Message":     fmt.Sprintf("The task with Id '%s' has completed.", t.id),
+		"MessageArgs": []any{t.id},
+		"Severity":    "OK",
+	}}
 }
 
 // ---- tasks ----
@@ -1010,14 +1149,14 @@ func taskDocLocked(t *task) map[string]any {
 }
 
 func (s *Sim) taskMonitor(w http.ResponseWriter, r *http.Request, id string, f Faults) {
-	if !allowMethods(w, r, http.MethodGet) {
+	if !s.allowMethods(w, r, http.MethodGet) {
 		return
 	}
 	s.mu.Lock()
 	t := s.tasks[id]
 	if t == nil {
 		s.mu.Unlock()
-		writeError(w, http.StatusNotFound, "ResourceMissingAtURI",
+		s.writeError(w, http.StatusNotFound, "ResourceMissingAtURI",
 			fmt.Sprintf("The resource at the URI '%s' was not found.", r.URL.Path), r.URL.Path)
 		return
 	}
@@ -1041,7 +1180,7 @@ func (s *Sim) taskResource(w http.ResponseWriter, id string) {
 	}
 	s.mu.Unlock()
 	if t == nil {
-		writeError(w, http.StatusNotFound, "ResourceMissingAtURI", "The task was not found.")
+		s.writeError(w, http.StatusNotFound, "ResourceMissingAtURI", "The task was not found.")
 		return
 	}
 	s.writeDoc(w, doc)

@@ -268,7 +268,11 @@ func TestProfilesLinksResolve(t *testing.T) {
 	for _, prof := range Profiles() {
 		t.Run(prof, func(t *testing.T) {
 			_, c := start(t, Options{Profile: prof})
-			c.login("admin", "password")
+			if prof == ProfileSushy {
+				c.basic = [2]string{"admin", "password"}
+			} else {
+				c.login("admin", "password")
+			}
 			seen := map[string]bool{}
 			queue := []string{"/redfish/v1/"}
 			for len(queue) > 0 {
@@ -336,6 +340,15 @@ func TestFaults(t *testing.T) {
 	}
 	if sim.PowerState("") != "On" {
 		t.Fatal("ignored reset changed power")
+	}
+	sim.SetFaults(Faults{ResetAnswersLost: 1})
+	req, _ := http.NewRequest("POST", c.base+"/redfish/v1/Systems/437XR1138R2/Actions/ComputerSystem.Reset", strings.NewReader(`{"ResetType":"ForceOff"}`))
+	req.Header.Set("X-Auth-Token", c.token)
+	if resp, err := fresh.Do(req); err == nil {
+		t.Fatalf("lost answer arrived: %d", resp.StatusCode)
+	}
+	if sim.PowerState("") != "Off" || len(sim.Resets()) != 2 {
+		t.Fatalf("the reset whose answer was lost was not carried out: %s, %d resets", sim.PowerState(""), len(sim.Resets()))
 	}
 }
 
@@ -450,5 +463,160 @@ func TestForeignLinks(t *testing.T) {
 	_, sys = c.do("GET", "/redfish/v1/Systems/system", nil, nil)
 	if sys["@odata.id"] != "/redfish/v1/Systems/system" {
 		t.Fatalf("fault cleared, system still %v", sys["@odata.id"])
+	}
+}
+
+// The sushy profile has no session service at all: the service root names
+// none, a login POST and the SessionService answer 404, Basic auth works,
+// and errors carry their message only in error.message.
+func TestSushyProfile(t *testing.T) {
+	sim, c := start(t, Options{Profile: ProfileSushy})
+	_, root := c.do("GET", "/redfish/v1/", nil, nil)
+	if _, ok := root["SessionService"]; ok {
+		t.Fatalf("service root names a SessionService: %v", root)
+	}
+	if _, ok := root["Links"]; ok {
+		t.Fatalf("service root has Links: %v", root)
+	}
+	resp, doc := c.do("POST", "/redfish/v1/SessionService/Sessions", map[string]string{"UserName": "admin", "Password": "password"}, nil)
+	if resp.StatusCode != 404 || resp.Header.Get("X-Auth-Token") != "" {
+		t.Fatalf("login on a BMC without sessions: %d %v", resp.StatusCode, doc)
+	}
+	resp, doc = c.do("GET", "/redfish/v1/Systems", nil, nil)
+	e, _ := doc["error"].(map[string]any)
+	if resp.StatusCode != 401 || e["code"] != "Base.1.0.GeneralError" || e["message"] != "Incorrect username or password" {
+		t.Fatalf("unauthenticated: %d %v", resp.StatusCode, doc)
+	}
+	if info := e["@Message.ExtendedInfo"].([]any)[0].(map[string]any); info["MessageId"] != "Base.1.0.GeneralError" || info["Message"] != nil {
+		t.Fatalf("ExtendedInfo %v", info)
+	}
+	c.basic = [2]string{"admin", "password"}
+	if resp, _ = c.do("GET", "/redfish/v1/SessionService", nil, nil); resp.StatusCode != 404 {
+		t.Fatalf("SessionService: %d", resp.StatusCode)
+	}
+	uri := sim.SystemURIs()[0]
+	if resp, _ = c.do("POST", uri+"/Actions/ComputerSystem.Reset", map[string]string{"ResetType": "ForceOff"}, nil); resp.StatusCode != 204 {
+		t.Fatalf("reset with Basic: %d", resp.StatusCode)
+	}
+	if sim.PowerState("") != "Off" {
+		t.Fatalf("power %s", sim.PowerState(""))
+	}
+}
+
+// slow-off reads PoweringOff for its delay (5s unless set) before Off.
+func TestSlowOffProfile(t *testing.T) {
+	if d := ProfilePowerOffDelay(ProfileSlowOff); d != SlowOffDelay {
+		t.Fatalf("slow-off default delay %v", d)
+	}
+	sim, c := start(t, Options{Profile: ProfileSlowOff, PowerOffDelay: 300 * time.Millisecond})
+	c.login("admin", "password")
+	if resp, _ := c.do("POST", "/redfish/v1/Systems/437XR1138R2/Actions/ComputerSystem.Reset", map[string]string{"ResetType": "ForceOff"}, nil); resp.StatusCode != 204 {
+		t.Fatalf("reset: %d", resp.StatusCode)
+	}
+	time.Sleep(150 * time.Millisecond)
+	if p := sim.PowerState(""); p != "PoweringOff" {
+		t.Fatalf("halfway: %s", p)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if p := sim.PowerState(""); p != "Off" {
+		t.Fatalf("after the delay: %s", p)
+	}
+}
+
+// push-button allows PushPowerButton only, and a press toggles.
+func TestPushButtonProfile(t *testing.T) {
+	sim, c := start(t, Options{Profile: ProfilePushButton})
+	c.login("admin", "password")
+	sys := "/redfish/v1/Systems/437XR1138R2"
+	_, doc := c.do("GET", sys, nil, nil)
+	allowed := doc["Actions"].(map[string]any)["#ComputerSystem.Reset"].(map[string]any)["ResetType@Redfish.AllowableValues"]
+	if mustJSON(allowed) != `["PushPowerButton"]` {
+		t.Fatalf("allowed %v", allowed)
+	}
+	resp, doc := c.do("POST", sys+"/Actions/ComputerSystem.Reset", map[string]string{"ResetType": "ForceOff"}, nil)
+	if resp.StatusCode != 400 {
+		t.Fatalf("ForceOff: %d", resp.StatusCode)
+	}
+	wantError(t, doc, "ActionParameterValueNotInList")
+	for _, want := range []string{"Off", "On", "Off"} {
+		if resp, _ := c.do("POST", sys+"/Actions/ComputerSystem.Reset", map[string]string{"ResetType": "PushPowerButton"}, nil); resp.StatusCode != 204 {
+			t.Fatalf("press: %d", resp.StatusCode)
+		}
+		if p := sim.PowerState(""); p != want {
+			t.Fatalf("after a press: %s, want %s", p, want)
+		}
+	}
+}
+
+// session-limit refuses the third login with 503 SessionLimitExceeded
+// until a slot is freed.
+func TestSessionLimitProfile(t *testing.T) {
+	sim, c := start(t, Options{Profile: ProfileSessionLimit})
+	first := c.login("admin", "password")
+	c.login("admin", "password")
+	resp, doc := c.do("POST", "/redfish/v1/SessionService/Sessions", map[string]string{"UserName": "admin", "Password": "password"}, nil)
+	if resp.StatusCode != 503 || resp.Header.Get("X-Auth-Token") != "" {
+		t.Fatalf("third login: %d %v", resp.StatusCode, doc)
+	}
+	wantError(t, doc, "SessionLimitExceeded")
+	if sim.OpenSessions() != 2 || sim.LoginsRefused() != 1 {
+		t.Fatalf("open %d refused %d", sim.OpenSessions(), sim.LoginsRefused())
+	}
+	if resp, _ = c.do("DELETE", first, nil, nil); resp.StatusCode != 204 {
+		t.Fatalf("logout: %d", resp.StatusCode)
+	}
+	c.login("admin", "password")
+
+	// Any profile takes a limit; negative is none.
+	_, c = start(t, Options{SessionLimit: 1})
+	c.login("admin", "password")
+	if resp, _ = c.do("POST", "/redfish/v1/SessionService/Sessions", map[string]string{"UserName": "admin", "Password": "password"}, nil); resp.StatusCode != 503 {
+		t.Fatalf("second login with a limit of 1: %d", resp.StatusCode)
+	}
+	_, c = start(t, Options{Profile: ProfileSessionLimit, SessionLimit: -1})
+	for range 5 {
+		c.login("admin", "password")
+	}
+}
+
+// slow-task: the power changes at once, the task reads Running for
+// TaskDelay.
+func TestSlowTaskProfile(t *testing.T) {
+	sim, c := start(t, Options{Profile: ProfileSlowTask, TaskDelay: 400 * time.Millisecond})
+	c.login("admin", "password")
+	resp, doc := c.do("POST", "/redfish/v1/Systems/437XR1138R2/Actions/ComputerSystem.Reset", map[string]string{"ResetType": "ForceOff"}, nil)
+	mon := resp.Header.Get("Location")
+	if resp.StatusCode != 202 || mon == "" || doc["TaskState"] != "Running" {
+		t.Fatalf("reset: %d %q %v", resp.StatusCode, mon, doc)
+	}
+	if p := sim.PowerState(""); p != "Off" {
+		t.Fatalf("power right after the reset: %s", p)
+	}
+	if resp, doc = c.do("GET", mon, nil, nil); resp.StatusCode != 202 || doc["TaskState"] != "Running" {
+		t.Fatalf("monitor while the task runs: %d %v", resp.StatusCode, doc)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if resp, doc = c.do("GET", mon, nil, nil); resp.StatusCode != 200 || doc["TaskState"] != "Completed" {
+		t.Fatalf("monitor after TaskDelay: %d %v", resp.StatusCode, doc)
+	}
+	// The default is 30 seconds: still running after a moment.
+	_, c = start(t, Options{Profile: ProfileSlowTask})
+	c.login("admin", "password")
+	resp, _ = c.do("POST", "/redfish/v1/Systems/437XR1138R2/Actions/ComputerSystem.Reset", map[string]string{"ResetType": "ForceOff"}, nil)
+	time.Sleep(100 * time.Millisecond)
+	if resp, doc = c.do("GET", resp.Header.Get("Location"), nil, nil); doc["TaskState"] != "Running" {
+		t.Fatalf("default task after 100ms: %d %v", resp.StatusCode, doc)
+	}
+}
+
+// LoginRefused answers logins with the status given, on any profile.
+func TestLoginRefused(t *testing.T) {
+	for _, code := range []int{404, 405, 501, 503} {
+		sim, c := start(t, Options{})
+		sim.SetFaults(Faults{LoginRefused: code})
+		resp, doc := c.do("POST", "/redfish/v1/SessionService/Sessions", map[string]string{"UserName": "admin", "Password": "password"}, nil)
+		if resp.StatusCode != code || doc["error"] == nil || sim.SessionsCreated() != 0 {
+			t.Fatalf("LoginRefused %d: %d %v", code, resp.StatusCode, doc)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"time"
 )
 
 // The DMTF public-rackmount1 mockup (BSD-3-Clause, see mockups/LICENSE-DMTF.md),
@@ -18,6 +19,7 @@ var mockupFS embed.FS
 
 const (
 	mockupRoot  = "mockups/public-rackmount1"
+	sushyUUID   = "c7a5fdbd-cdaf-9455-926a-d65c16db1809"
 	serviceRoot = "/redfish/v1"
 	dmtfSystem  = "/redfish/v1/Systems/437XR1138R2"
 	dmtfManager = "/redfish/v1/Managers/BMC"
@@ -31,13 +33,52 @@ const (
 	ProfileILO     = "ilo"     // HPE iLO shape: Systems/1, 200 with a Base.Success body, absolute session Location
 	ProfileOpenBMC = "openbmc" // OpenBMC bmcweb shape: Systems/system, @Redfish.ActionInfo, 202 + task monitor
 	ProfileMulti   = "multi"   // two systems behind one manager (a twin/blade chassis)
+
+	// Quirk profiles: the DMTF tree with one behaviour of a BMC we did
+	// not write, each as the agent meets it in the field.
+
+	// ProfileSushy is OpenStack sushy-tools' shape: no SessionService
+	// and no Links.Sessions (a login POST answers 404), Basic auth on
+	// every request, errors as Base.1.0.GeneralError with the real
+	// message only in error.message, a system named by its UUID.
+	ProfileSushy = "sushy"
+	// ProfileSlowOff reads PoweringOff for PowerOffDelay (default
+	// SlowOffDelay) after a reset before it reads Off.
+	ProfileSlowOff = "slow-off"
+	// ProfilePushButton allows only PushPowerButton as ResetType: a
+	// toggle, which powers on a system that is off.
+	ProfilePushButton = "push-button"
+	// ProfileSessionLimit has SessionLimit (default 2) session slots; a
+	// login beyond them answers 503 Base.1.8.SessionLimitExceeded.
+	ProfileSessionLimit = "session-limit"
+	// ProfileSlowTask answers a reset with 202 and a task monitor whose
+	// task reads Running for TaskDelay (default SlowTaskDelay), however
+	// soon the power changed.
+	ProfileSlowTask = "slow-task"
+)
+
+// The quirk profiles' defaults, for Options left zero.
+const (
+	SlowOffDelay        = 5 * time.Second
+	SlowTaskDelay       = 30 * time.Second
+	DefaultSessionLimit = 2
 )
 
 // Profiles lists the profile names, sorted.
 func Profiles() []string {
-	p := []string{ProfileDMTF, ProfileIDRAC, ProfileILO, ProfileOpenBMC, ProfileMulti}
+	p := []string{ProfileDMTF, ProfileIDRAC, ProfileILO, ProfileOpenBMC, ProfileMulti,
+		ProfileSushy, ProfileSlowOff, ProfilePushButton, ProfileSessionLimit, ProfileSlowTask}
 	sort.Strings(p)
 	return p
+}
+
+// ProfilePowerOffDelay is the PowerOffDelay the named profile uses when
+// Options.PowerOffDelay is zero (0 for most: instant).
+func ProfilePowerOffDelay(name string) time.Duration {
+	if name == ProfileSlowOff {
+		return SlowOffDelay
+	}
+	return 0
 }
 
 // profile is the shape of one simulated BMC.
@@ -55,6 +96,15 @@ type profile struct {
 	absoluteSessionLocation bool
 	// vendor is the Vendor property of the service root.
 	vendor string
+	// sessionless: no SessionService, no Links.Sessions, Basic auth only.
+	sessionless bool
+	// sushyErrors writes every error the way sushy-tools does: code and
+	// the one ExtendedInfo MessageId are Base.1.0.GeneralError, and the
+	// message says what happened.
+	sushyErrors bool
+	// Defaults for Options left zero.
+	powerOffDelay, taskDelay time.Duration
+	sessionLimit             int
 }
 
 // loadMockup reads the embedded mockup into a map of URI to document.
@@ -231,6 +281,46 @@ func buildProfile(name string) (*profile, error) {
 		coll["Members@odata.count"] = len(members)
 		// The manager and chassis link to the systems by URI.
 		docs = renameURI(docs, dmtfSystem, p.systems[0])
+
+	case ProfileSushy:
+		sys := "/redfish/v1/Systems/" + sushyUUID
+		docs = renameURI(docs, dmtfSystem, sys)
+		d := docs[sys]
+		setID(d, sushyUUID, "node-0")
+		d["UUID"] = sushyUUID
+		delete(d, "Oem")
+		resetAction(d)["ResetType@Redfish.AllowableValues"] = stringsToAny([]string{
+			"On", "ForceOff", "GracefulShutdown", "GracefulRestart", "ForceRestart", "Nmi", "ForceOn"})
+		for uri := range docs {
+			if uri == serviceRoot+"/SessionService" || strings.HasPrefix(uri, serviceRoot+"/SessionService/") {
+				delete(docs, uri)
+			}
+		}
+		root := docs[serviceRoot]
+		delete(root, "SessionService")
+		delete(root, "Links")
+		delete(root, "Oem")
+		p.systems = []string{sys}
+		p.sessionless = true
+		p.sushyErrors = true
+		p.vendor = ""
+
+	case ProfileSlowOff:
+		p.systems = []string{dmtfSystem}
+		p.powerOffDelay = SlowOffDelay
+
+	case ProfilePushButton:
+		resetAction(docs[dmtfSystem])["ResetType@Redfish.AllowableValues"] = stringsToAny([]string{"PushPowerButton"})
+		p.systems = []string{dmtfSystem}
+
+	case ProfileSessionLimit:
+		p.systems = []string{dmtfSystem}
+		p.sessionLimit = DefaultSessionLimit
+
+	case ProfileSlowTask:
+		p.systems = []string{dmtfSystem}
+		p.resetStyle = "202"
+		p.taskDelay = SlowTaskDelay
 
 	default:
 		return nil, fmt.Errorf("redfishsim: unknown profile %q (known: %s)", name, strings.Join(Profiles(), ", "))
