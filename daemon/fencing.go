@@ -175,7 +175,12 @@ func (d *Daemon) adminLocal(ctx context.Context, method string, req AdminRequest
 		if len(topology(d.config(), req.Node)) == 0 {
 			return nil, &userError{fmt.Errorf("node %s has no fence devices configured", req.Node)}
 		}
-		rec := d.runFence(ctx, driver.FenceRequest{Target: req.Node, Action: action, Reason: req.Reason, RequestedBy: req.RequestedBy})
+		// The fence outlives the request: an admin's Ctrl-C (or a lost
+		// connection) detaches from it, and a fence cut off half-way
+		// would leave the node in a state nobody asked for.
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), adminTimeout)
+		defer cancel()
+		rec := d.runFence(fctx, driver.FenceRequest{Target: req.Node, Action: action, Reason: req.Reason, RequestedBy: req.RequestedBy})
 		return json.Marshal(rec)
 	case fwdConfirm:
 		for _, m := range d.members.Members() {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net/url"
 	"strings"
@@ -26,7 +27,11 @@ func newFenceCmd(a *app) *cobra.Command {
 		Long: `Fence NODE: the cluster's primary-elect powers it off through its configured
 levels and devices and confirms the power-off by reading the state back. The
 request is forwarded to the primary-elect and recorded in the history.
-Needs --yes. Exit status 0 only when the fence is confirmed.`,
+On a terminal, each device attempt is shown as it is recorded, and how long
+the fence has run. Ctrl-C detaches: the fence goes on in the cluster (a fence
+stopped half-way would leave the node in a state nobody asked for); follow it
+with fencectl history NODE. Needs --yes. Exit status 0 only when the fence is
+confirmed; 6 when detached.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !yes {
@@ -37,7 +42,15 @@ Needs --yes. Exit status 0 only when the fence is confirmed.`,
 				action = fencing.ActionReboot
 			}
 			var rec fencing.Record
-			if err := a.call(cmd.Context(), "POST", "/v1/fence", nil, api.AdminRequest{Node: args[0], Action: action, Reason: reason}, &rec); err != nil {
+			started := time.Now()
+			stop := a.followFence(cmd.Context(), args[0], started)
+			err := a.call(cmd.Context(), "POST", "/v1/fence", nil, api.AdminRequest{Node: args[0], Action: action, Reason: reason}, &rec)
+			stop()
+			if err != nil {
+				if cmd.Context().Err() != nil {
+					// Ctrl-C detaches: the fence goes on in the cluster.
+					return &exitError{code: exitNoAnswer, err: fmt.Errorf("detached: the fence of %s goes on in the cluster (Ctrl-C does not cancel it); follow it with `fencectl history %s`", args[0], args[0])}
+				}
 				return err
 			}
 			return a.printRecord(rec)
@@ -109,6 +122,53 @@ runs. Run it only once nothing of the group runs on NODE.`,
 	withTimeout(cmd, timeoutAdmin)
 	cmd.Flags().StringVar(&reason, "reason", "manual unfence", "reason recorded in the history")
 	return cmd
+}
+
+// followFence shows a running fence's progress on a terminal: each device
+// attempt as the history records it (the executing node commits one after
+// every attempt), and every few seconds how long it has run. It stops when
+// stop is called.
+func (a *app) followFence(ctx context.Context, target string, since time.Time) (stop func()) {
+	if a.output == "json" || !isTerminal(a.errw) {
+		return func() {}
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		shown := 0
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+		lastBeat := time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			var h api.History
+			q := url.Values{"node": {target}}
+			if a.call(ctx, "GET", "/v1/history", q, nil, &h) == nil {
+				for _, r := range h.Records {
+					if r.Kind != fencing.KindFence || r.Target != target || r.Started.Before(since.Add(-2*time.Second)) {
+						continue
+					}
+					for ; shown < len(r.Attempts); shown++ {
+						at := r.Attempts[shown]
+						fmt.Fprintf(a.errw, "  level %d, device %s (%s), try %d: %s %s, read back %s, %v\n", at.Level, cell(at.Device), cell(at.Agent),
+							at.Try, cell(at.Action), cell(at.Result), cell(at.ReadBack), at.Duration.Round(time.Millisecond))
+					}
+				}
+			}
+			if time.Since(lastBeat) >= 2*time.Second {
+				lastBeat = time.Now()
+				fmt.Fprintf(a.errw, "  fencing %s: %v so far (Ctrl-C detaches; the fence goes on)\n", target, time.Since(since).Round(100*time.Millisecond))
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
 }
 
 func (a *app) printRecord(rec fencing.Record) error {
