@@ -1,0 +1,217 @@
+package ipmi
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bougou/go-ipmi/pkg/client"
+
+	"github.com/fenced/fenced/agents"
+	"github.com/fenced/fenced/agents/ipmi/ipmisim"
+)
+
+// The agent against a BMC on Debian's python3-pyghmi (the library under
+// OpenStack VirtualBMC), an IPMI implementation independent of go-ipmi
+// and of OpenIPMI. Like ipmi_sim, it is required: a missing
+// python3-pyghmi fails these tests (make test-deps installs it), and only
+// -short skips them.
+
+// startPyghmi starts a pyghmi BMC for the test, closed at its end.
+func startPyghmi(t *testing.T, cfg ipmisim.PyghmiConfig) *ipmisim.Pyghmi {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs the pyghmi BMC")
+	}
+	if cfg.Dir == "" {
+		cfg.Dir = t.TempDir()
+	}
+	b, err := ipmisim.StartPyghmi(ctxFor(t, 20*time.Second), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// pyghmiStats reads the BMC's counters or fails the test.
+func pyghmiStats(t *testing.T, b *ipmisim.Pyghmi) ipmisim.PyghmiStats {
+	t.Helper()
+	st, err := b.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// Every action of the agent, with both suites, on an honest pyghmi BMC:
+// status, off and its read-back, on, reboot, monitor, and the check and
+// keep-alive of device health. Each suite runs on the algorithms it asked
+// for (the BMC counts sessions by suite and would count a downgrade).
+func TestPyghmiSequence(t *testing.T) {
+	for _, cipher := range []string{"17", "3"} {
+		t.Run("cipher"+cipher, func(t *testing.T) {
+			b := startPyghmi(t, ipmisim.PyghmiConfig{})
+			a := newAgent(t, simParams(b.Host(), b.Port(), cipher), nil)
+			ctx := ctxFor(t, 60*time.Second)
+
+			wantStatus(t, a, agents.StateOn)
+			if err := a.Off(ctx); err != nil {
+				t.Fatalf("off: %v", err)
+			}
+			if st := pyghmiStats(t, b); st.Power || st.PowerCommands != 1 {
+				t.Fatalf("off returned success; the BMC reads power %v after %d power commands", st.Power, st.PowerCommands)
+			}
+			wantStatus(t, a, agents.StateOff)
+			if err := a.Off(ctx); err != nil {
+				t.Fatalf("second off: %v", err)
+			}
+			if err := a.On(ctx); err != nil {
+				t.Fatalf("on: %v", err)
+			}
+			wantStatus(t, a, agents.StateOn)
+			before := pyghmiStats(t, b).PowerCommands
+			if err := a.Reboot(ctx); err != nil {
+				t.Fatalf("reboot: %v", err)
+			}
+			if st := pyghmiStats(t, b); st.PowerCommands-before != 2 || !st.Power {
+				t.Fatalf("reboot: %d power commands (want off and on), power %v", st.PowerCommands-before, st.Power)
+			}
+			if err := a.Monitor(ctx); err != nil {
+				t.Fatalf("monitor: %v", err)
+			}
+			if err := a.Check(ctx, true); err != nil || !a.Holds() {
+				t.Fatalf("check: %v (holds %v)", err, a.Holds())
+			}
+			if err := a.KeepAlive(ctx); err != nil {
+				t.Fatalf("keep-alive: %v", err)
+			}
+			if err := a.Check(ctx, false); err != nil || a.Holds() {
+				t.Fatalf("check without keep: %v (holds %v)", err, a.Holds())
+			}
+			// Check logged the replaced and the checked session out.
+			st := pyghmiStats(t, b)
+			if st.Sessions != 0 {
+				t.Fatalf("%d sessions left open on the BMC", st.Sessions)
+			}
+			if st.Established == 0 || st.BySuite[cipher] != st.Established || st.Downgraded != 0 {
+				t.Fatalf("sessions by suite %v, %d established, %d downgraded; want all on suite %s", st.BySuite, st.Established, st.Downgraded, cipher)
+			}
+
+			p := simParams(b.Host(), b.Port(), cipher)
+			p["password"] = "wrong-secret"
+			start := time.Now()
+			err := newAgent(t, p, nil).Off(ctx)
+			if !errors.Is(err, agents.ErrAuth) || time.Since(start) > 2*time.Second {
+				t.Fatalf("off with a wrong password = %v after %v; want an authentication failure at once", err, time.Since(start))
+			}
+			if strings.Contains(err.Error(), "wrong-secret") {
+				t.Fatalf("error leaks the password: %v", err)
+			}
+			if !pyghmiStats(t, b).Power {
+				t.Fatal("a wrong password powered the chassis off")
+			}
+		})
+	}
+}
+
+// A BMC whose state lags the command (reads on for a second after
+// power-off): off succeeds only once the read-back says off.
+func TestPyghmiStateLagsPowerOff(t *testing.T) {
+	b := startPyghmi(t, ipmisim.PyghmiConfig{OffDelay: time.Second})
+	a := newAgent(t, simParams(b.Host(), b.Port(), "17"), nil)
+	start := time.Now()
+	if err := a.Off(ctxFor(t, 30*time.Second)); err != nil {
+		t.Fatalf("off: %v", err)
+	}
+	took := time.Since(start)
+	if on, err := b.PoweredOn(); err != nil || on {
+		t.Fatalf("off returned after %v; the BMC reads on %v (%v)", took, on, err)
+	}
+	if took < time.Second {
+		t.Fatalf("off returned after %v, before the state read off", took)
+	}
+}
+
+// A BMC that offers suite 3 only: the agent works with cipher=3, and with
+// cipher=17 it fails with an error that names the suite and the BMC's
+// refusal, sending nothing to the chassis.
+func TestPyghmiNoSuite17(t *testing.T) {
+	b := startPyghmi(t, ipmisim.PyghmiConfig{NoSuite17: true})
+	ctx := ctxFor(t, 60*time.Second)
+	a := newAgent(t, simParams(b.Host(), b.Port(), "3"), nil)
+	wantStatus(t, a, agents.StateOn)
+	if err := a.Off(ctx); err != nil {
+		t.Fatalf("off with cipher 3: %v", err)
+	}
+	if err := a.On(ctx); err != nil {
+		t.Fatalf("on with cipher 3: %v", err)
+	}
+	if err := a.Check(ctx, true); err != nil {
+		t.Fatalf("check with cipher 3: %v", err)
+	}
+	before := pyghmiStats(t, b)
+
+	a17 := newAgent(t, simParams(b.Host(), b.Port(), "17"), nil)
+	err := a17.Off(ctx)
+	if err == nil {
+		t.Fatal("off with cipher 17 succeeded on a BMC without suite 17")
+	}
+	for _, want := range []string{"cipher suite id (17)", "No Cipher Suite match"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("off with cipher 17 = %v; want it to say %q", err, want)
+		}
+	}
+	if err := a17.Check(ctx, false); err == nil {
+		t.Fatal("check with cipher 17 succeeded on a BMC without suite 17")
+	}
+	after := pyghmiStats(t, b)
+	if after.PowerCommands != before.PowerCommands || !after.Power || after.Refused < 2 {
+		t.Fatalf("cipher 17: %d power commands sent, power %v, %d Open Sessions refused", after.PowerCommands-before.PowerCommands, after.Power, after.Refused)
+	}
+}
+
+// Issue 23, item 4: a BMC whose Get Device ID reply is malformed (pyghmi's
+// own, 14 bytes, as on OpenStack VirtualBMC) must not fail monitor, device
+// checks or keep-alives: none of them needs that command.
+func TestPyghmiMalformedDeviceID(t *testing.T) {
+	b := startPyghmi(t, ipmisim.PyghmiConfig{MalformedDeviceID: true})
+	ctx := ctxFor(t, 60*time.Second)
+
+	// The quirk is there: go-ipmi itself refuses the reply.
+	c, err := client.NewClient(b.Host(), b.Port(), "admin", "password")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.WithInterface(client.InterfaceLanplus).WithCipherSuiteID(17).WithTimeout(2 * time.Second)
+	if err := c.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.GetDeviceID(ctx)
+	c.Close(ctx)
+	if err == nil || !strings.Contains(err.Error(), "(14/15)") {
+		t.Fatalf("Get Device ID = %v; want go-ipmi's refusal of 14 bytes", err)
+	}
+
+	a := newAgent(t, simParams(b.Host(), b.Port(), "17"), nil)
+	wantStatus(t, a, agents.StateOn) // holds a session for the keep-alive
+	if err := a.KeepAlive(ctx); err != nil {
+		t.Errorf("keep-alive: %v", err)
+	}
+	if err := a.Monitor(ctx); err != nil {
+		t.Errorf("monitor: %v", err)
+	}
+	if err := a.Check(ctx, true); err != nil || !a.Holds() {
+		t.Errorf("check: %v (holds %v)", err, a.Holds())
+	}
+	if err := a.Check(ctx, false); err != nil {
+		t.Errorf("check without keep: %v", err)
+	}
+	if err := a.Off(ctx); err != nil {
+		t.Fatalf("off: %v", err)
+	}
+	if on, err := b.PoweredOn(); err != nil || on {
+		t.Fatalf("after off the BMC reads on %v (%v)", on, err)
+	}
+}
