@@ -1,6 +1,9 @@
 package ipmi
 
 import (
+	"log/slog"
+	"os"
+	"path/filepath"
 	"errors"
 	"strings"
 	"testing"
@@ -53,7 +56,8 @@ func TestPyghmiSequence(t *testing.T) {
 	for _, cipher := range []string{"17", "3"} {
 		t.Run("cipher"+cipher, func(t *testing.T) {
 			b := startPyghmi(t, ipmisim.PyghmiConfig{})
-			a := newAgent(t, simParams(b.Host(), b.Port(), cipher), nil)
+			var logBuf syncBuffer
+			a := newAgent(t, simParams(b.Host(), b.Port(), cipher), slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelDebug})))
 			ctx := ctxFor(t, 60*time.Second)
 
 			wantStatus(t, a, agents.StateOn)
@@ -93,7 +97,8 @@ func TestPyghmiSequence(t *testing.T) {
 			// Check logged the replaced and the checked session out.
 			st := pyghmiStats(t, b)
 			if st.Sessions != 0 {
-				t.Fatalf("%d sessions left open on the BMC", st.Sessions)
+				log, _ := os.ReadFile(filepath.Join(b.Dir(), "pyghmi_bmc.log"))
+				t.Fatalf("%d sessions left open on the BMC: %s\n%s", st.Sessions, log, logBuf.String())
 			}
 			if st.Established == 0 || st.BySuite[cipher] != st.Established || st.Downgraded != 0 {
 				t.Fatalf("sessions by suite %v, %d established, %d downgraded; want all on suite %s", st.BySuite, st.Established, st.Downgraded, cipher)
@@ -213,5 +218,52 @@ func TestPyghmiMalformedDeviceID(t *testing.T) {
 	}
 	if on, err := b.PoweredOn(); err != nil || on {
 		t.Fatalf("after off the BMC reads on %v (%v)", on, err)
+	}
+}
+
+// hostilePyghmi are the BMCs the agent must refuse (issue 23, items 1 to
+// 3; the refusals are transport.go's business). Each entry says how to
+// tell that the BMC really misbehaved towards the agent (its counters),
+// so that a test of a refusal cannot pass against a BMC that behaved.
+var hostilePyghmi = []struct {
+	name   string
+	cfg    ipmisim.PyghmiConfig
+	acted  func(ipmisim.PyghmiStats) bool
+	cipher string
+}{
+	{"no integrity, every reply", ipmisim.PyghmiConfig{NoIntegrity: true},
+		func(s ipmisim.PyghmiStats) bool { return s.HostileReplies > 0 }, "17"},
+	{"no integrity, status forged off", ipmisim.PyghmiConfig{NoIntegrity: true, ForgeOff: true, HostileCommands: []ipmisim.Command{ipmisim.CmdGetChassisStatus}},
+		func(s ipmisim.PyghmiStats) bool { return s.ForgedOff > 0 }, "17"},
+	{"bad integrity, every reply", ipmisim.PyghmiConfig{BadIntegrity: true},
+		func(s ipmisim.PyghmiStats) bool { return s.HostileReplies > 0 }, "17"},
+	{"bad integrity, status forged off", ipmisim.PyghmiConfig{BadIntegrity: true, ForgeOff: true, HostileCommands: []ipmisim.Command{ipmisim.CmdGetChassisStatus}},
+		func(s ipmisim.PyghmiStats) bool { return s.ForgedOff > 0 }, "3"},
+	{"suite 17 downgraded to 3", ipmisim.PyghmiConfig{Downgrade: true},
+		func(s ipmisim.PyghmiStats) bool { return s.Downgraded > 0 }, "17"},
+	{"RAKP 2 without its code", ipmisim.PyghmiConfig{SkipPassword: true},
+		func(s ipmisim.PyghmiStats) bool { return s.SkippedPassword > 0 }, "17"},
+	{"RAKP-none", ipmisim.PyghmiConfig{RAKPNone: true},
+		func(s ipmisim.PyghmiStats) bool { return s.SkippedPassword > 0 && s.Downgraded > 0 }, "17"},
+}
+
+// Each hostile BMC misbehaves towards the agent's own requests (the
+// simulator side of the refusal tests; what the agent must answer is
+// theirs: today go-ipmi takes the replies without integrity, the
+// downgrade and the forged "off").
+func TestPyghmiHostileModesReachTheAgent(t *testing.T) {
+	for _, h := range hostilePyghmi {
+		t.Run(h.name, func(t *testing.T) {
+			b := startPyghmi(t, h.cfg)
+			p := simParams(b.Host(), b.Port(), h.cipher)
+			p["login_timeout"], p["command_timeout"], p["power_timeout"] = "2", "0.5", "2"
+			a := newAgent(t, p, nil)
+			err := a.Off(ctxFor(t, 30*time.Second))
+			st := pyghmiStats(t, b)
+			if !h.acted(st) {
+				t.Fatalf("the BMC did not misbehave: %+v (off: %v)", st, err)
+			}
+			t.Logf("off: %v; BMC: %+v", err, st)
+		})
 	}
 }

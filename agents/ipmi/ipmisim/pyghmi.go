@@ -64,6 +64,11 @@ type PyghmiConfig struct {
 	// Set Session Privilege Level's included (so the login itself meets
 	// it).
 	HostileCommands []Command
+	// ForgeOff: a hostile reply to Get Chassis Status (NoIntegrity or
+	// BadIntegrity, as HostileCommands selects) says the power is off
+	// whatever the chassis is, as a forger on the management network
+	// would, to fake a fence's read-back.
+	ForgeOff bool
 	// Downgrade answers an Open Session for suite 17 with suite 3's
 	// algorithms (RAKP-HMAC-SHA1, HMAC-SHA1-96, AES-CBC-128) and runs the
 	// session with them; pyghmi on its own does this.
@@ -122,6 +127,7 @@ type PyghmiStats struct {
 	// wrong AuthCode: a test that expects a refusal checks that the BMC
 	// did misbehave.
 	HostileReplies  int        `json:"hostile_replies"`
+	ForgedOff       int        `json:"forged_off"`       // status replies forged to say off
 	Downgraded      int        `json:"downgraded"`       // Open Sessions answered with other algorithms
 	SkippedPassword int        `json:"skipped_password"` // RAKP 2s without a code
 	Refused         int        `json:"refused"`          // Open Sessions refused (suite, limit)
@@ -190,6 +196,7 @@ func StartPyghmi(ctx context.Context, cfg PyghmiConfig) (*Pyghmi, error) {
 	flag(cfg.NoSuite17, "--no-suite17")
 	flag(cfg.NoIntegrity, "--no-integrity")
 	flag(cfg.BadIntegrity, "--bad-integrity")
+	flag(cfg.ForgeOff, "--forge-off")
 	flag(cfg.Downgrade, "--downgrade")
 	flag(cfg.SkipPassword, "--skip-password")
 	flag(cfg.RAKPNone, "--rakp-none")

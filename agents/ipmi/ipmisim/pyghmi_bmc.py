@@ -136,6 +136,8 @@ class Session(serversession.ServerSession):
         self.bmcsid = u32(self.managedsessionid)
         self.privlevel = 4
         bmc.track(self)
+        log("session 0x%08x from %s opened, suite %d", self.bmcsid,
+            self.sockaddr, self.suite)
         if (self.authalg, self.integalg, self.conf) != asked:
             bmc.count('downgraded')
             log("open session: asked for algorithms %s, answering %s",
@@ -239,12 +241,14 @@ class Session(serversession.ServerSession):
             icvdata = bytes(self.Rm + self.managedsessionid + self.uuiddata)
             payload += hmac.new(self.sik, icvdata, AUTH_HASH[self.authalg]
                                 ).digest()[:ICV_LEN[self.authalg]]
+        self.bmc.established(self)
         # Sent in clear, before the session's integrity and encryption
         # start (what pyghmi's own _send_rakp4 does, with suite 3 only).
         self.send_payload(payload, RAKP4, retry=False)
-        hashlib_, hashlen = INTEGRITY.get(self.integalg, (hashlib.sha1, 12))
-        self.currhashlib = hashlib_
-        self.currhashlen = hashlen
+        # pyghmi's integrity trailer (both ways) follows currhashlib and
+        # currhashlen; pyghmi itself only ever sets SHA1-96.
+        self.currhashlib, self.currhashlen = INTEGRITY.get(
+            self.integalg, (hashlib.sha1, 12))
         self.integrityalgo = self.integalg
         self.confalgo = 'aes' if self.conf == 1 else 0
         self.sequencenumber = 1
@@ -252,7 +256,6 @@ class Session(serversession.ServerSession):
         self.localsid = self.bmcsid
         self.ipmicallback = self.handle_client_request
         self.established = True
-        self.bmc.established(self)
 
     def _short_reply(self, payload_type, tag, status):
         self.send_payload(bytearray([tag, status, 0, 0])
@@ -276,9 +279,10 @@ class Session(serversession.ServerSession):
             # another one (a console freeing a slot it no longer uses).
             sid = u32(data[0:4]) if len(data) >= 4 else 0
             if sid in (0, self.bmcsid):
-                self.send_ipmi_response()
+                # Forgotten before the answer: a console that then asks
+                # for the counters sees the session gone.
                 self.bmc.forget(self)
-                return
+                return self.send_ipmi_response()
             if self.bmc.close_by_id(sid):
                 return self.send_ipmi_response()
             return self.send_ipmi_response(code=0x87)  # invalid session ID
@@ -304,6 +308,9 @@ class Session(serversession.ServerSession):
             # off: payload type without its authenticated and encrypted
             # bits, no trailer, no AuthCode, the payload in clear. Its
             # content is the true answer.
+            # (Counted first: the console may ask for the counters as soon
+            # as it has the reply.)
+            self.bmc.count('hostile_replies')
             saved = (self.integrityalgo, self.confalgo)
             self.integrityalgo, self.confalgo = 0, 0
             try:
@@ -311,7 +318,6 @@ class Session(serversession.ServerSession):
                                      delay_xmit, needskeepalive, timeout)
             finally:
                 self.integrityalgo, self.confalgo = saved
-            self.bmc.count('hostile_replies')
             return
         if quirk == 'bad-integrity':
             # The reply is framed and encrypted as the session wants, but
@@ -354,13 +360,15 @@ class Bmc(pyghmi_bmc.Bmc):
         self.session_timeout = args.session_timeout
         self.reply_quirk = ('no-integrity' if args.no_integrity else
                             'bad-integrity' if args.bad_integrity else None)
+        self.forge_off = args.forge_off
         self.hostile_only = set(
             "%02x:%02x" % tuple(int(x, 16) for x in c.split(':'))
             for c in args.hostile_only or ())
         self.sessions = {}  # client address -> Session
         self.counters = {'power_commands': 0, 'hostile_replies': 0,
                          'refused': 0, 'downgraded': 0,
-                         'skipped_password': 0, 'established': 0}
+                         'skipped_password': 0, 'established': 0,
+                         'forged_off': 0}
         self.by_suite = {}
         self.last_refusal = ""
 
@@ -410,10 +418,11 @@ class Bmc(pyghmi_bmc.Bmc):
                 self.drop_handler(s)
 
     def forget(self, session, handlers=True):
+        log("session 0x%08x from %s ended", getattr(session, 'bmcsid', 0),
+            session.sockaddr)
         with self.lock:
             if self.sessions.get(session.sockaddr) is session:
                 del self.sessions[session.sockaddr]
-        session.established = False
         if handlers:
             self.drop_handler(session)
 
@@ -531,6 +540,16 @@ class Bmc(pyghmi_bmc.Bmc):
     def cold_reset(self):
         return 0
 
+    def get_chassis_status(self, session):
+        if (self.forge_off and getattr(session, 'established', False)
+                and self.reply_quirk_for(0x00, 0x01)):
+            # --forge-off: a hostile reply to Get Chassis Status says the
+            # power is off, whatever the chassis is: what someone on the
+            # management network would forge to fake a fence.
+            self.count('forged_off')
+            return session.send_ipmi_response(data=[0, 0, 0])
+        return super().get_chassis_status(session)
+
     def send_device_id(self, session):
         if self.malformed_device_id:
             # --malformed-device-id: pyghmi's own reply, 14 bytes.
@@ -595,6 +614,7 @@ def main():
     p.add_argument('--hostile-only', action='append', metavar='NETFN:CMD',
                    help='hostile replies only to these requests '
                         '(hex, e.g. 00:01 for Get Chassis Status)')
+    p.add_argument('--forge-off', action='store_true')
     p.add_argument('--downgrade', action='store_true')
     p.add_argument('--skip-password', action='store_true')
     p.add_argument('--rakp-none', action='store_true')
