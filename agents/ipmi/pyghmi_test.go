@@ -1,10 +1,10 @@
 package ipmi
 
 import (
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"errors"
 	"strings"
 	"testing"
 	"time"
