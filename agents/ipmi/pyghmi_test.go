@@ -2,9 +2,12 @@ package ipmi
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -265,5 +268,95 @@ func TestPyghmiHostileModesReachTheAgent(t *testing.T) {
 			}
 			t.Logf("off: %v; BMC: %+v", err, st)
 		})
+	}
+}
+
+// TestMeasurePyghmiOff times off + confirmed read-back on the pyghmi BMC
+// (cipher 17), 10 runs each: the agent logging in for the fence (cold),
+// the agent on a session a device check holds (warm, as the daemon
+// fences), Debian's fence_ipmilan -o off, and ipmitool's chassis power off
+// then chassis power status until it reads off. It measures and asserts
+// nothing about time; it runs only with FENCED_MEASURE=1.
+func TestMeasurePyghmiOff(t *testing.T) {
+	if os.Getenv("FENCED_MEASURE") == "" {
+		t.Skip("set FENCED_MEASURE=1 to measure")
+	}
+	for _, tool := range []string{"fence_ipmilan", "ipmitool"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s not installed (make test-deps): %v", tool, err)
+		}
+	}
+	const runs = 10
+	b := startPyghmi(t, ipmisim.PyghmiConfig{})
+	ctx := ctxFor(t, 10*time.Minute)
+	powerOn := func() {
+		t.Helper()
+		if err := b.SetPower(true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantOff := func(who string) {
+		t.Helper()
+		if on, err := b.PoweredOn(); err != nil || on {
+			t.Fatalf("%s returned with the BMC reading on %v (%v)", who, on, err)
+		}
+	}
+	ipmitoolCmd := func(args ...string) *exec.Cmd {
+		base := []string{"-I", "lanplus", "-H", b.Host(), "-p", strconv.Itoa(b.Port()), "-U", "admin", "-E", "-C", "17"}
+		cmd := exec.CommandContext(ctx, "ipmitool", append(base, args...)...)
+		cmd.Env = append(os.Environ(), "IPMI_PASSWORD=password")
+		return cmd
+	}
+	results := map[string][]time.Duration{}
+	time1 := func(name string, off func() error) {
+		powerOn()
+		start := time.Now()
+		if err := off(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		results[name] = append(results[name], time.Since(start))
+		wantOff(name)
+	}
+	warm := newAgent(t, simParams(b.Host(), b.Port(), "17"), nil)
+	for i := 0; i < runs; i++ {
+		time1("fenced, cold session", func() error {
+			a, err := New(simParams(b.Host(), b.Port(), "17"), nil)
+			if err != nil {
+				return err
+			}
+			defer a.Close()
+			return a.Off(ctx)
+		})
+		if err := warm.Check(ctx, true); err != nil {
+			t.Fatal(err)
+		}
+		time1("fenced, warm session", func() error { return warm.Off(ctx) })
+		time1("fence_ipmilan", func() error {
+			cmd := exec.CommandContext(ctx, "fence_ipmilan")
+			cmd.Stdin = strings.NewReader(fmt.Sprintf("action=off\nip=%s\nipport=%d\nusername=admin\npassword=password\nlanplus=1\ncipher=17\n", b.Host(), b.Port()))
+			cmd.Env = append(os.Environ(), "PYTHONWARNINGS=ignore::DeprecationWarning")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				return fmt.Errorf("%v: %s", err, out)
+			}
+			return nil
+		})
+		time1("ipmitool", func() error {
+			if out, err := ipmitoolCmd("chassis", "power", "off").CombinedOutput(); err != nil {
+				return fmt.Errorf("%v: %s", err, out)
+			}
+			for {
+				out, err := ipmitoolCmd("chassis", "power", "status").CombinedOutput()
+				if err != nil {
+					return fmt.Errorf("%v: %s", err, out)
+				}
+				if strings.Contains(string(out), "is off") {
+					return nil
+				}
+			}
+		})
+	}
+	t.Logf("off + confirmed read-back, pyghmi BMC, cipher 17, %d runs each:", runs)
+	for _, name := range []string{"fenced, cold session", "fenced, warm session", "fence_ipmilan", "ipmitool"} {
+		t.Logf("  %-22s median %v  (runs %v)", name+":", median(results[name]).Round(100*time.Microsecond), roundAll(results[name]))
 	}
 }
