@@ -117,8 +117,13 @@ func TestPyghmiSequence(t *testing.T) {
 			if strings.Contains(err.Error(), "wrong-secret") {
 				t.Fatalf("error leaks the password: %v", err)
 			}
+			p = simParams(b.Host(), b.Port(), cipher)
+			p["username"] = "nobody"
+			if err := newAgent(t, p, nil).Off(ctx); !errors.Is(err, agents.ErrAuth) || !strings.Contains(err.Error(), "Unauthorized name") {
+				t.Fatalf("off as an unknown user = %v; want the BMC's refusal of the name", err)
+			}
 			if !pyghmiStats(t, b).Power {
-				t.Fatal("a wrong password powered the chassis off")
+				t.Fatal("a wrong password or user powered the chassis off")
 			}
 		})
 	}
