@@ -138,15 +138,15 @@ func (a *Agent) Reboot(ctx context.Context) error {
 	})
 }
 
-// Monitor checks the BMC answers and accepts our credentials (Get Device ID)
-// without touching the chassis.
+// Monitor checks the BMC answers, accepts our credentials and reads the
+// chassis power state (see session.alive), without touching the chassis.
 func (a *Agent) Monitor(ctx context.Context) error {
-	return a.withSession(ctx, func(s *session) error { return s.deviceID(ctx) })
+	return a.withSession(ctx, func(s *session) error { return s.alive(ctx) })
 }
 
-// Check logs in anew and asks Get Device ID; with keep, the new session is
-// held from then on and the previous one logged out (so for the time of
-// one login two sessions are open).
+// Check logs in anew and reads the chassis power state; with keep, the new
+// session is held from then on and the previous one logged out (so for the
+// time of one login two sessions are open).
 func (a *Agent) Check(ctx context.Context, keep bool) error {
 	s, err := a.open(ctx)
 	if err != nil && sessionsFull(err) && keep && a.Holds() {
@@ -155,7 +155,7 @@ func (a *Agent) Check(ctx context.Context, keep bool) error {
 		// the next fence would find none). A changed password shows at
 		// the first check that finds a slot free.
 		a.log.Info("ipmi BMC has no free session slot for a check on a new session; checking on the held one")
-		return a.withSession(ctx, func(s *session) error { return s.deviceID(ctx) })
+		return a.withSession(ctx, func(s *session) error { return s.alive(ctx) })
 	}
 	if err != nil && sessionsFull(err) && a.Holds() {
 		// Not to keep: the held session is not wanted any more; its slot
@@ -164,7 +164,7 @@ func (a *Agent) Check(ctx context.Context, keep bool) error {
 		s, err = a.open(ctx)
 	}
 	if err == nil {
-		err = s.deviceID(ctx)
+		err = s.alive(ctx)
 	}
 	if err != nil {
 		if s != nil {
@@ -227,12 +227,12 @@ func (a *Agent) swapIn(ctx context.Context, s, owned *session) {
 	closeOld()
 }
 
-// KeepAlive asks Get Device ID on the held session; an operation that needs
-// the session cancels it. A held session that does not answer is kept: the
-// check that follows replaces it if a new session can be opened (see
-// withSession).
+// KeepAlive reads the chassis power state on the held session (any request
+// restarts the BMC's inactivity timer); an operation that needs the session
+// cancels it. A held session that does not answer is kept: the check that
+// follows replaces it if a new session can be opened (see withSession).
 func (a *Agent) KeepAlive(ctx context.Context) error {
-	_, err := a.held.KeepAlive(ctx, func(kctx context.Context, s *session) error { return s.deviceID(kctx) })
+	_, err := a.held.KeepAlive(ctx, func(kctx context.Context, s *session) error { return s.alive(kctx) })
 	if err != nil && ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -485,14 +485,15 @@ func (s *session) answered(ctx context.Context, err error) {
 	}
 }
 
-// deviceID asks Get Device ID.
-func (s *session) deviceID(ctx context.Context) error {
-	_, err := s.c.GetDeviceID(ctx)
-	s.answered(ctx, err)
-	if err != nil {
-		return s.classify(ctx, "get device id", err, false)
-	}
-	return nil
+// alive is the request of a monitor, a device check and a keep-alive: Get
+// Chassis Status, the read every fence's read-back depends on, so a check
+// that passes shows a fence could be confirmed (fence_ipmilan's monitor is
+// the same read). Not Get Device ID: a fence does not need it, and BMCs
+// get it wrong (pyghmi, under OpenStack VirtualBMC, answers 14 bytes where
+// go-ipmi wants 11 or 15), which made every check of such a BMC fail.
+func (s *session) alive(ctx context.Context) error {
+	_, err := s.power(ctx)
+	return err
 }
 
 // power reads the chassis power state.

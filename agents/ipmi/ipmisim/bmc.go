@@ -1,8 +1,10 @@
 // Package ipmisim runs IPMI BMC simulators on loopback for tests and the
 // demo: go-ipmi's reference BMC embedded in-process (BMC), whose power hooks
-// let a simulated node's process really die on power-off, and OpenIPMI's
-// ipmi_sim as an external process (OpenIPMI), the independent implementation
-// the IPMI agent is checked against.
+// let a simulated node's process really die on power-off, and two
+// independent implementations the IPMI agent is checked against as external
+// processes: OpenIPMI's ipmi_sim (OpenIPMI) and a BMC on Debian's
+// python3-pyghmi (Pyghmi), which can also play the quirks of real BMCs and
+// hostile ones.
 package ipmisim
 
 import (
