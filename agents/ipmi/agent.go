@@ -410,6 +410,16 @@ func (a *Agent) login(ctx context.Context, budget time.Duration) (*session, erro
 		a.log.Warn("ipmi login refused", "addr", cfg.host, "cipher", int(cfg.cipher), "err", g.refusal())
 		return nil, agents.Failed(a.op("connect"), g.refusal())
 	}
+	if err != nil && g != nil {
+		switch st := g.openRefused(); st {
+		case types.RmcpStatusCodeInvalidAuthAlg, types.RmcpStatusCodeInvalidIntegrityAlg, types.RmcpStatusCodeNoMatchingAuthPayload,
+			types.RmcpStatusCodeNoMatchingIntegrityPayload, types.RmcpStatusCodeInvalidConfidentAlg, types.RmcpStatusCodeNoCipherSuiteMatch:
+			// A configuration problem, not an unreachable BMC: it answered.
+			agents.NoteAnswer(ctx)
+			s.close(ctx, false)
+			return nil, agents.Failed(a.op("connect"), fmt.Errorf("the BMC does not offer cipher suite %d (it answered %q): set cipher to a suite it offers (17 or 3)", int(cfg.cipher), st.String()))
+		}
+	}
 	if err != nil {
 		if isAuthError(err, err.Error()) {
 			agents.NoteAnswer(ctx)

@@ -500,3 +500,15 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// ipmi_sim offers no suite 17 and refuses it with a two-byte answer go-ipmi
+// cannot parse ("unpacked data is too short"): the agent still says what
+// is wrong, as a failure the BMC answered, not an unreachable BMC.
+func TestOpenIPMIWithoutSuite17(t *testing.T) {
+	sim := startOpenIPMI(t, ipmisim.OpenIPMIConfig{})
+	a := newAgent(t, simParams(sim.Host, sim.Port, "17"), nil)
+	_, err := a.Status(ctxFor(t, 30*time.Second))
+	if err == nil || agents.IsUnknown(err) || !strings.Contains(err.Error(), "does not offer cipher suite 17") {
+		t.Fatalf("status with cipher 17 on ipmi_sim = %v; want a failure naming the suite", err)
+	}
+}

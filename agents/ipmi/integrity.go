@@ -68,6 +68,9 @@ type guard struct {
 	seq       uint32 // the highest session sequence number taken
 	// fatal ends the session: what the BMC answered cannot be worked with.
 	fatal error
+	// openStatus is the RMCP+ status of a refused Open Session (0: none):
+	// go-ipmi cannot always parse the short answer that carries it.
+	openStatus types.RmcpStatusCode
 	// refused counts replies refused since the last request; last says why.
 	refused int
 	last    string
@@ -85,7 +88,7 @@ type algorithms struct {
 // String names the algorithms as IPMI v2.0 table 13-17 does, and the
 // suite they make up when there is one.
 func (a algorithms) String() string {
-	auth := map[types.AuthAlg]string{types.AuthAlg_None: "RAKP-none", types.AuthAlg_HMAC_SHA1: "RAKP-HMAC-SHA1", types.AuthAlg_HMAC_MD5: "RAKP-HMAC-MD5", types.AuthAlg_HMAC_SHA256: "RAKP-HMAC-SHA256"}[a.auth]
+	auth := authName(a.auth)
 	integ := map[types.IntegrityAlg]string{types.IntegrityAlg_None: "no integrity", types.IntegrityAlg_HMAC_SHA1_96: "HMAC-SHA1-96", types.IntegrityAlg_HMAC_MD5_128: "HMAC-MD5-128", types.IntegrityAlg_MD5_128: "MD5-128", types.IntegrityAlg_HMAC_SHA256_128: "HMAC-SHA256-128"}[a.integ]
 	crypt := map[types.CryptAlg]string{types.CryptAlg_None: "no encryption", types.CryptAlg_AES_CBC_128: "AES-CBC-128", types.CryptAlg_xRC4_128: "xRC4-128", types.CryptAlg_xRC4_40: "xRC4-40"}[a.crypt]
 	for _, name := range []*string{&auth, &integ, &crypt} {
@@ -101,6 +104,10 @@ func (a algorithms) String() string {
 		}
 	}
 	return s
+}
+
+func authName(a types.AuthAlg) string {
+	return map[types.AuthAlg]string{types.AuthAlg_None: "RAKP-none", types.AuthAlg_HMAC_SHA1: "RAKP-HMAC-SHA1", types.AuthAlg_HMAC_MD5: "RAKP-HMAC-MD5", types.AuthAlg_HMAC_SHA256: "RAKP-HMAC-SHA256"}[a]
 }
 
 // errDowngrade and errNoPasswordProof end a login: the BMC answered with
@@ -231,8 +238,12 @@ func (g *guard) inbound(b []byte) (drop bool, err error) {
 	case typeOpenResp:
 		// tag, status, privilege, reserved, console ID, BMC ID, then the
 		// three algorithm payloads (8 bytes each, the algorithm at 4).
-		if len(p) < 2 || p[1] != 0 || len(p) < openRespAlgOff+24 || binary.LittleEndian.Uint32(p[4:8]) != g.consoleID {
-			return false, nil // a refusal (go-ipmi reports its status) or not ours
+		if len(p) >= 2 && p[1] != 0 {
+			g.openStatus = types.RmcpStatusCode(p[1])
+			return false, nil // a refusal: go-ipmi reports it, if it can parse it
+		}
+		if len(p) < openRespAlgOff+24 || binary.LittleEndian.Uint32(p[4:8]) != g.consoleID {
+			return false, nil // not ours
 		}
 		o := openRespAlgOff
 		g.got = algorithms{types.AuthAlg(p[o+4] & 0x3f), types.IntegrityAlg(p[o+12] & 0x3f), types.CryptAlg(p[o+20] & 0x3f)}
@@ -250,7 +261,7 @@ func (g *guard) inbound(b []byte) (drop bool, err error) {
 			return false, nil // go-ipmi reports it malformed
 		}
 		if need := crypto.RAKP2AuthCodeLen(g.got.auth); g.got.auth != types.AuthAlg_None && len(p)-40 < need {
-			g.fatal = fmt.Errorf("%w: its RAKP 2 carries a %d-byte key exchange authentication code where %s needs %d, so it never showed that it knows the password (refused; this is not a wrong password)", errNoPasswordProof, len(p)-40, g.got.auth, need)
+			g.fatal = fmt.Errorf("%w: its RAKP 2 carries a %d-byte key exchange authentication code where %s needs %d, so it never showed that it knows the password (refused; this is not a wrong password)", errNoPasswordProof, len(p)-40, authName(g.got.auth), need)
 			return true, g.fatal
 		}
 		key := g.kuid
@@ -332,6 +343,13 @@ func (g *guard) outcome() error {
 		return &refusedError{n: g.refused, reason: g.last}
 	}
 	return nil
+}
+
+// openRefused is the status of the BMC's refusal of Open Session, if any.
+func (g *guard) openRefused() types.RmcpStatusCode {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.openStatus
 }
 
 // refusal returns the login's fatal refusal, if any.
