@@ -18,8 +18,8 @@ import (
 
 	"github.com/fenced/fenced/daemon"
 	"github.com/fenced/fenced/daemon/config"
-	"github.com/fenced/fenced/harness/devcluster"
 	"github.com/fenced/fenced/daemon/storage/tokenstore"
+	"github.com/fenced/fenced/harness/devcluster"
 	"github.com/fenced/fenced/stonith/fencing"
 )
 
