@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/user"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -266,6 +267,63 @@ func checkFiles(cfg *config.Config, witness bool) config.Problems {
 		executable(x.Path, x.File)
 	}
 	return ps
+}
+
+// secretModeWarnings warns of every secret's file this node reads — the
+// cluster key and, but on a witness, the devices' secrets' files — that
+// users other than its owner can read: others, or a group other than root's.
+// fenced reads them as root; anyone else who can read the key can join the
+// cluster, and anyone who can read a BMC's password can power nodes off.
+func secretModeWarnings(cfg *config.Config) config.Problems {
+	var ws config.Problems
+	check := func(path, file string) {
+		fi, err := os.Stat(file)
+		if err != nil {
+			return // reported as a problem where it matters
+		}
+		mode := fi.Mode().Perm()
+		gid := uint32(0)
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			gid = st.Gid
+		}
+		var who string
+		switch {
+		case mode&0o004 != 0:
+			who = "every user"
+		case mode&0o040 != 0 && gid != 0:
+			who = "its group"
+			if g, err := user.LookupGroupId(strconv.Itoa(int(gid))); err == nil {
+				who = "group " + g.Name
+			}
+		default:
+			return
+		}
+		ws = append(ws, cfg.Problem(path, "warning: %s can be read by %s (mode %04o): chmod 0400 %s", file, who, mode, file))
+	}
+	if f := cfg.Gossip.KeyFile; f != "" {
+		check("gossip.key_file", f)
+	}
+	if self, ok := cfg.NodeByName(cfg.Node); ok && self.Witness() {
+		return ws // a witness reads no device secret
+	}
+	params := func(prefix string, p map[string]string) {
+		for _, k := range slices.Sorted(maps.Keys(p)) {
+			if strings.HasSuffix(k, "_file") && config.SecretParam(k) && p[k] != "" {
+				check(prefix+".params."+k, p[k])
+			}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Devices)) {
+		params("devices."+name, cfg.Devices[name].Params)
+	}
+	for i, n := range cfg.Nodes {
+		for li, l := range n.Fence {
+			for di, ref := range l.Devices {
+				params(fmt.Sprintf("nodes[%d].fence[%d].devices[%d]", i, li, di), ref.Params)
+			}
+		}
+	}
+	return ws
 }
 
 // checkAgents builds every (device, target) agent without touching the

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fenced/fenced/harness/devcluster"
+	"github.com/fenced/fenced/quorum"
 )
 
 var (
@@ -194,5 +195,90 @@ func TestValidateAsRun(t *testing.T) {
 				t.Errorf("run: exit %d, want %d with %q:\n%s", rcode, exitConfig, want, rout)
 			}
 		})
+	}
+}
+
+// TestKeygen: fenced keygen writes a key the daemon reads, readable by its
+// owner alone, and never replaces one unless told to.
+func TestKeygen(t *testing.T) {
+	dir := t.TempDir()
+	key := filepath.Join(dir, "gossip.key")
+	code, out, stderr := runFenced(t, "keygen", "--out", key)
+	if code != 0 || !strings.Contains(out, "wrote a 32-byte cluster key to "+key) {
+		t.Fatalf("exit %d: %s%s", code, out, stderr)
+	}
+	fi, err := os.Stat(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := fi.Mode().Perm(); m != 0o400 {
+		t.Errorf("mode %04o, want 0400", m)
+	}
+	first, _ := os.ReadFile(key)
+	if k, err := quorum.ReadKey(key); err != nil || len(k) != 32 {
+		t.Fatalf("the daemon cannot read the key: %v (%d bytes)", err, len(k))
+	}
+	code, _, stderr = runFenced(t, "keygen", "--out", key)
+	if code != exitFailure || !strings.Contains(stderr, "exists: not replaced") {
+		t.Errorf("second keygen: exit %d: %s", code, stderr)
+	}
+	if again, _ := os.ReadFile(key); !bytes.Equal(again, first) {
+		t.Error("an existing key was replaced")
+	}
+	if code, _, stderr = runFenced(t, "keygen", "--out", key, "--force", "--bytes", "16"); code != 0 {
+		t.Fatalf("keygen --force: exit %d: %s", code, stderr)
+	}
+	if k, err := quorum.ReadKey(key); err != nil || len(k) != 16 {
+		t.Errorf("after --force --bytes 16: %v (%d bytes)", err, len(k))
+	}
+	if code, _, stderr = runFenced(t, "keygen", "--out", key, "--bytes", "20"); code != exitUsage {
+		t.Errorf("--bytes 20: exit %d, want %d: %s", code, exitUsage, stderr)
+	}
+}
+
+// TestKeyAndSecretModes: a missing key names the command that creates it;
+// a key or a device's secret file that others can read is warned of by
+// validate and by run (both real processes), and not on a witness for the
+// secrets it never reads.
+func TestKeyAndSecretModes(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{"secrets", "hooks"} {
+		os.Mkdir(filepath.Join(dir, d), 0o700)
+	}
+	key := filepath.Join(dir, "gossip.key")
+	cfg := threeNodes(t, dir, "")
+	b, _ := os.ReadFile(cfg)
+	os.WriteFile(cfg, []byte(strings.Replace(string(b), "gossip: {plaintext: true}", "gossip: {key_file: "+key+"}", 1)), 0o600)
+
+	code, out := startProcess(t, "", "validate", "--config", cfg, "--node", "w")
+	if want := "gossip.key_file: open " + key + ": no such file or directory: create the cluster's key on one node with `fenced keygen --out " + key + "`"; code != exitConfig || !strings.Contains(out, want) {
+		t.Errorf("missing key: exit %d, want %d with %q:\n%s", code, exitConfig, want, out)
+	}
+	if code, _, stderr := runFenced(t, "keygen", "--out", key); code != 0 {
+		t.Fatal(stderr)
+	}
+	for _, f := range []string{"secrets/bmc-a", "secrets/bmc-b"} {
+		os.WriteFile(filepath.Join(dir, f), []byte("pw\n"), 0o644)
+	}
+	for _, f := range []string{"hooks/start", "hooks/stop"} {
+		os.WriteFile(filepath.Join(dir, f), []byte("#!/bin/sh\n"), 0o755)
+	}
+	if code, out := startProcess(t, "", "validate", "--config", cfg, "--node", "a"); code != 0 || strings.Contains(out, "warning: "+key) {
+		t.Errorf("a key of mode 0400: exit %d:\n%s", code, out)
+	}
+	os.Chmod(key, 0o644)
+	keyWarning := "gossip.key_file: warning: " + key + " can be read by every user (mode 0644): chmod 0400 " + key
+	secretWarning := "devices.bmc-a.params.password_file: warning: " + dir + "/secrets/bmc-a can be read by every user (mode 0644)"
+	code, out = startProcess(t, "", "validate", "--config", cfg, "--node", "a")
+	if code != 0 || !strings.Contains(out, keyWarning) || !strings.Contains(out, secretWarning) {
+		t.Errorf("validate as a data node: exit %d, want 0 with %q and %q:\n%s", code, keyWarning, secretWarning, out)
+	}
+	code, out = startProcess(t, "", "validate", "--config", cfg, "--node", "w")
+	if code != 0 || !strings.Contains(out, keyWarning) || strings.Contains(out, "secrets/bmc-a can be read") {
+		t.Errorf("validate as the witness: exit %d, want 0 with the key's warning alone:\n%s", code, out)
+	}
+	code, out = startProcess(t, "fenced started", "run", "--config", cfg, "--node", "w")
+	if code != -1 || !strings.Contains(out, "can be read by every user (mode 0644): chmod 0400 "+key) {
+		t.Errorf("run as the witness: exit %d, want it to start and warn of the key:\n%s", code, out)
 	}
 }

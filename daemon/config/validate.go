@@ -407,7 +407,9 @@ func (c *Config) Warnings() Problems {
 				Msg: fmt.Sprintf("warning: %s may hold the storage but has no fence topology, and %s: a takeover from it blocks until `fencectl confirm`", n.Name, why)})
 		}
 	}
-	if holds && c.Watchdog.Device == "" {
+	self, _ := c.NodeByName(c.Node)
+	if holds && c.Watchdog.Device == "" && !self.Witness() {
+		// (A witness holds nothing: it never self-fences.)
 		ws = append(ws, Problem{File: c.file, Line: c.line("watchdog"), Path: "watchdog.device",
 			Msg: "warning: not set: a stop that fails resets this node through sysrq alone; where the kernel refuses that, the node cannot reset itself " +
 				"and stays listed as possibly running the group until a fence that removes its power, or `fencectl confirm`"})
