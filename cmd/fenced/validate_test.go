@@ -282,3 +282,28 @@ func TestKeyAndSecretModes(t *testing.T) {
 		t.Errorf("run as the witness: exit %d, want it to start and warn of the key:\n%s", code, out)
 	}
 }
+
+// TestSecondDaemonOnDataDir: a second fenced on the data directory of one
+// that runs is refused at once, naming the first one's PID.
+func TestSecondDaemonOnDataDir(t *testing.T) {
+	dir := t.TempDir()
+	cfg := threeNodes(t, dir, "")
+	first := exec.Command(fencedBinary(t), "run", "--config", cfg, "--node", "w")
+	stderr, _ := first.StderrPipe()
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { first.Process.Kill(); first.Wait() }()
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() && !strings.Contains(sc.Text(), "fenced started") {
+	}
+	go func() {
+		for sc.Scan() {
+		}
+	}()
+	code, out := startProcess(t, "fenced started", "run", "--config", cfg, "--node", "w")
+	want := fmt.Sprintf("data_dir %s/data is locked by PID %d (fenced): another fenced runs on it", dir, first.Process.Pid)
+	if code != exitStartup || !strings.Contains(out, want) {
+		t.Errorf("second daemon: exit %d, want %d with %q:\n%s", code, exitStartup, want, out)
+	}
+}
