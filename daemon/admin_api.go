@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/fenced/fenced/agents"
@@ -125,6 +126,13 @@ func (d *Daemon) devices() []api.Device {
 	return out
 }
 
+// withoutDevice is err's text without the engine's "device NAME: " in
+// front: the answer it goes into names the device already, and an admin
+// should not read "device node2-bmc: device node2-bmc: ...".
+func withoutDevice(err error, name string) string {
+	return strings.TrimPrefix(err.Error(), "device "+name+": ")
+}
+
 // deviceStatus checks the device from this node: monitor, and the state of
 // every node mapped on it. It changes nothing but the device's health.
 func (d *Daemon) deviceStatus(ctx context.Context, name, agent string) api.DeviceStatus {
@@ -145,14 +153,14 @@ func (d *Daemon) deviceStatus(ctx context.Context, name, agent string) api.Devic
 					err := d.fence.engine.Monitor(ctx, t)
 					d.fence.health.Record(name, start, time.Since(start), err, false)
 					if err != nil {
-						ds.Monitor = err.Error()
+						ds.Monitor = strings.TrimPrefix(withoutDevice(err, name), "monitor: ")
 					}
 				}
 				ts := api.TargetStatus{Node: n.Name, Plug: t.Plug}
 				st, err := d.fence.engine.DeviceStatus(ctx, t)
 				ts.State = st.String()
 				if err != nil {
-					ts.Error = err.Error()
+					ts.Error = withoutDevice(err, name)
 					ts.State = agents.StateUnknown.String()
 				}
 				ds.Targets = append(ds.Targets, ts)

@@ -158,6 +158,9 @@ type lifetime struct {
 	hardCancel context.CancelFunc
 	tasks      taskGroup
 
+	// dataDir is the lock on data_dir, held until the daemon stops.
+	dataDir *dataDirLock
+
 	stopping   atomic.Bool
 	started    quorum.Mono
 	lastBeat   atomic.Int64 // quorum.Mono of the main loop's last progress
@@ -165,8 +168,28 @@ type lifetime struct {
 }
 
 // New opens every subsystem: the raft log and transport, gossip, the API
-// socket. Errors name the address or path at fault.
+// socket. Errors name the address or path at fault. The data directory is
+// locked first, so that a second daemon on it is refused before it touches
+// anything, with the first one's PID.
 func New(cfg *config.Config, opts Options) (*Daemon, error) {
+	var lock *dataDirLock
+	if !opts.Raft.InMemory {
+		var err error
+		if lock, err = lockDataDir(cfg.DataDir); err != nil {
+			return nil, err
+		}
+	}
+	d, err := open(cfg, opts)
+	if err != nil {
+		lock.release()
+		return nil, err
+	}
+	d.life.dataDir = lock
+	return d, nil
+}
+
+// open is New once the data directory is locked.
+func open(cfg *config.Config, opts Options) (*Daemon, error) {
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -362,6 +385,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	errs = append(errs, d.raft.Shutdown())
 	d.life.tasks.Stop()
 	os.Remove(d.cfg.API.Socket)
+	d.life.dataDir.release()
 	d.log.Info("fenced stopped")
 	return errors.Join(errs...)
 }
@@ -379,6 +403,7 @@ func (d *Daemon) Close() error {
 		d.srv.metricsLn.Close()
 	}
 	os.Remove(d.cfg.API.Socket)
+	d.life.dataDir.release()
 	return errors.Join(errs...)
 }
 

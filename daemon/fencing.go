@@ -73,6 +73,7 @@ func markStorageLevels(cfg *config.Config, reg *agents.Registry, topo stonith.To
 // leaves running what of the group does not use the storage.
 func Warnings(cfg *config.Config, reg *agents.Registry) config.Problems {
 	ws := cfg.Warnings()
+	ws = append(ws, secretModeWarnings(cfg)...)
 	holds := cfg.Storage.StorageSet() || len(cfg.Resources) > 0
 	for i, n := range cfg.Nodes {
 		topo := topology(cfg, n.Name)

@@ -57,7 +57,7 @@ func TestSocketPathMustBeASocket(t *testing.T) {
 	os.Mkdir(sub, 0o755)
 	for _, target := range []string{file, sub} {
 		path := oneNodeConfig(t, t.TempDir(), target, "")
-		_, err := daemon.CheckConfig(path, agents.Default)
+		_, err := daemon.CheckConfig(path, "", "", agents.Default)
 		var ps config.Problems
 		if !errors.As(err, &ps) || len(ps) != 1 || ps[0].Path != "api.socket" || ps[0].Line != 8 || !strings.Contains(ps[0].Msg, "not a socket") {
 			t.Errorf("validate with api.socket %s: %v, want one problem at line 8 saying it is not a socket", target, err)
@@ -88,7 +88,7 @@ func TestSocketPathMustBeASocket(t *testing.T) {
 	ln.(*net.UnixListener).SetUnlinkOnClose(false)
 	ln.Close()
 	path := oneNodeConfig(t, t.TempDir(), stale, "")
-	if _, err := daemon.CheckConfig(path, agents.Default); err != nil {
+	if _, err := daemon.CheckConfig(path, "", "", agents.Default); err != nil {
 		t.Errorf("validate with a stale socket: %v", err)
 	}
 	cfg, _ := config.Load(path)
@@ -115,7 +115,7 @@ func TestAgentProblemsHaveLines(t *testing.T) {
 	b, _ := os.ReadFile(path)
 	y := strings.Replace(string(b), `raft: "127.0.0.1:`, `fence: [{devices: [{device: pdu, plug: "3"}]}], raft: "127.0.0.1:`, 1)
 	os.WriteFile(path, []byte(y), 0o600)
-	_, err := daemon.CheckConfig(path, agents.Default)
+	_, err := daemon.CheckConfig(path, "", "", agents.Default)
 	var ps config.Problems
 	if !errors.As(err, &ps) || len(ps) != 1 {
 		t.Fatalf("want one problem, got %v", err)

@@ -72,6 +72,9 @@ func newResourceGroup(cfg *config.Config, log *slog.Logger) (Resource, error) {
 // check: each OCF agent's validate-all with its parameters (`fenced
 // validate --node`). Problems carry FILE:LINE: PATH like Validate's.
 func ValidateNode(ctx context.Context, cfg *config.Config) error {
+	if n, ok := cfg.NodeByName(cfg.Node); ok && n.Witness() {
+		return nil // a witness runs no resource
+	}
 	if ps := resource.ValidateAll(ctx, cfg, cfg.Node); len(ps) > 0 {
 		return ps
 	}

@@ -269,6 +269,8 @@ with a status query, never a power action.`,
 			now := time.Now()
 			for _, d := range out.Devices {
 				state, checked, latency, errText := healthCells(d.Health, now)
+				// The row names the device: its error need not.
+				errText = strings.TrimPrefix(errText, "device "+d.Name+": ")
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(d.Name), cell(d.Agent), cell(strings.Join(d.Targets, ", ")), state, checked, latency, errText)
 			}
 			return tw.Flush()
@@ -286,7 +288,11 @@ with a status query, never a power action.`,
 			if a.output == "json" {
 				return a.printJSON(ds)
 			}
-			fmt.Fprintf(a.out, "Device %s (%s): monitor %s\n", cell(ds.Device), cell(ds.Agent), cell(ds.Monitor))
+			monitor := "ok"
+			if ds.Monitor != "ok" {
+				monitor = "FAILED: " + api.EscapeText(ds.Monitor)
+			}
+			fmt.Fprintf(a.out, "Device %s (%s): monitor %s\n", cell(ds.Device), cell(ds.Agent), monitor)
 			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NODE\tPLUG\tSTATE\tERROR")
 			for _, t := range ds.Targets {
@@ -294,7 +300,7 @@ with a status query, never a power action.`,
 			}
 			tw.Flush()
 			if ds.Monitor != "ok" {
-				return &exitError{code: exitFailure, err: fmt.Errorf("device %s: %s", ds.Device, ds.Monitor)}
+				return &exitError{code: exitFailure, err: fmt.Errorf("device %s: monitor failed: %s", ds.Device, api.EscapeText(ds.Monitor))}
 			}
 			return nil
 		},

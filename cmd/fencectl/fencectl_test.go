@@ -261,6 +261,17 @@ func TestAgainstCluster(t *testing.T) {
 	if strings.Contains(out, devcluster.BMCPassword) {
 		t.Errorf("device list shows the password:\n%s", out)
 	}
+	// Each line names the device once: the row, the header and the error
+	// do not say it again ("device node2-bmc: device node2-bmc: ...").
+	dev := p.Name + "-bmc"
+	if strings.Contains(out, "device "+dev+":") {
+		t.Errorf("device list repeats the device's name in its error:\n%s", out)
+	}
+	code, out, stderr = ctl("--socket", other.Socket, "device", "status", dev)
+	if code != exitFailure || !strings.Contains(out, "Device "+dev+" (ipmi): monitor FAILED: ipmi ") ||
+		!strings.Contains(stderr, "fencectl: device "+dev+": monitor failed: ipmi ") || strings.Count(out+stderr, "device "+dev+":") != 1 {
+		t.Errorf("device status with a changed password: exit %d\n%s%s", code, out, stderr)
+	}
 	if err := bmc.SetPassword(devcluster.BMCPassword); err != nil {
 		t.Fatal(err)
 	}

@@ -45,8 +45,9 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		Long: `fenced-lab runs what fenced's demonstration and tests need beside the daemon:
 a local 3-node cluster with simulated BMCs showing a failover with fencing
 (demo), and the simulators (sim: an IPMI BMC, a Redfish BMC, a Brocade fabric,
-a token-checking storage stand-in and its writer). Every simulator listens on
-loopback only.
+a token-checking storage stand-in and its writer). The simulators listen on
+loopback, but for the IPMI BMC, which serves any address of this machine given
+to it with --listen.
 
 Exit codes:
   0  success

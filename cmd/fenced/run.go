@@ -134,11 +134,23 @@ func newValidateCmd(_ context.Context, s *stdio) *cobra.Command {
 relations, devices and their agents' parameters, the files it names (the
 cluster key, every NAME_file parameter such as password_file, community_file
 or ca_file, hook and alert programs), resources and their OCF agents'
-parameters (from each agent's meta-data). With --node, also run each OCF
-agent's validate-all on this machine as that node. With --offline, only the
+parameters (from each agent's meta-data), and this machine's side of it: the
+data directory, the control socket's path and group, and this node's own
+addresses — what fenced run checks before it starts. With --offline, only the
 syntax and the rules: no file is read but the configuration, no agent is run
 and no OCF meta-data is read, so a configuration can be checked on a
-workstation or in CI. Every problem is listed as FILE:LINE: PATH: MESSAGE.
+workstation or in CI. Every problem is listed as FILE:LINE: PATH: MESSAGE;
+warnings (valid, but worth knowing: a secret's file others can read, a node
+that holds resources without a watchdog device) follow it, and do not fail.
+
+The file is checked for the node this machine runs as, as fenced run picks
+it: --node, else the file's node (either must be a configured node), else the
+hostname. Each file is checked only where it is used: a witness needs the
+cluster key and the alerts' programs, but neither the device secrets nor the
+resources' programs. When the hostname names no configured node and neither
+--node nor node: is given, the file is checked as for any data node, and a
+note says that fenced run here needs --node. With --node, each OCF agent's
+validate-all also runs on this machine as that node.
 
 On success it prints the fingerprint of the cluster-wide part of the
 configuration (what every node must agree on; see fencectl status): equal
@@ -149,19 +161,17 @@ Exit status 0 when valid, 3 when not.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var cfg *config.Config
 			var err error
+			host, _ := os.Hostname()
 			if offline {
 				if node != "" {
 					return &exitError{exitUsage, errors.New("--node runs the OCF agents' validate-all: it does not go with --offline")}
 				}
 				cfg, err = daemon.CheckConfigOffline(path, agents.Default)
 			} else {
-				cfg, err = daemon.CheckConfig(path, agents.Default)
+				cfg, err = daemon.CheckConfig(path, node, host, agents.Default)
 			}
 			if err == nil && node != "" {
-				_, err = cfg.SelectNode(node, "")
-				if err == nil {
-					err = daemon.ValidateNode(cmd.Context(), cfg)
-				}
+				err = daemon.ValidateNode(cmd.Context(), cfg)
 			}
 			if err != nil {
 				fmt.Fprintln(s.err, err)
@@ -171,8 +181,17 @@ Exit status 0 when valid, 3 when not.`,
 				fmt.Fprintln(s.err, w)
 			}
 			what := ""
-			if offline {
+			switch {
+			case offline:
 				what = ", offline: files and agents not checked"
+			case cfg.Node == "":
+				fmt.Fprintf(s.err, "note: this machine's hostname %q is not a configured node, and neither --node nor the file's node names one: "+
+					"checked as for any data node; `fenced run` here needs --node NAME\n", host)
+			default:
+				what = ", as node " + cfg.Node
+				if n, _ := cfg.NodeByName(cfg.Node); n.Witness() {
+					what += " (a witness: device secrets and the resources' programs not needed here)"
+				}
 			}
 			fmt.Fprintf(s.out, "%s: ok (%d nodes, majority %d; cluster configuration fingerprint %s%s)\n", path, len(cfg.Nodes), cfg.Majority(),
 				quorum.FingerprintOf(cfg.ClusterKeys()), what)
@@ -180,7 +199,7 @@ Exit status 0 when valid, 3 when not.`,
 		},
 	}
 	cmd.Flags().StringVarP(&path, "config", "c", defaultConfig, "configuration file")
-	cmd.Flags().StringVar(&node, "node", "", "also check that NAME is a configured node, and run the OCF agents' validate-all as NAME")
+	cmd.Flags().StringVar(&node, "node", "", "check as node NAME (default: the file's node, else the hostname), and run the OCF agents' validate-all as NAME")
 	cmd.Flags().BoolVar(&offline, "offline", false, "check syntax and rules only: read no other file, run no agent")
 	return cmd
 }

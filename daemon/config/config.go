@@ -81,8 +81,8 @@ const (
 	RoleWitness = "witness"
 )
 
-// Witness reports a witness node.
-func (n *Node) Witness() bool { return n.Role == RoleWitness }
+// Witness reports a witness node (false for nil: no node).
+func (n *Node) Witness() bool { return n != nil && n.Role == RoleWitness }
 
 // Level is one fence level: devices, or the watchdog.
 type Level struct {

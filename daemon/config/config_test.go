@@ -307,4 +307,15 @@ func TestWarnNoFencePathWithoutTokens(t *testing.T) {
 	if ws := c.Warnings(); len(ws) != 1 || !strings.Contains(ws.Error(), "sysrq alone") {
 		t.Fatalf("no warning without a watchdog device: %v", ws)
 	}
+	// The file as a witness reads it: it holds nothing and never
+	// self-fences, so it needs no watchdog.
+	c.Nodes[2].Role, c.Nodes[2].Fence = RoleWitness, nil
+	c.Node = c.Nodes[2].Name
+	if ws := c.Warnings(); len(ws) != 0 {
+		t.Fatalf("a witness warned of its watchdog: %v", ws)
+	}
+	c.Node = c.Nodes[0].Name
+	if ws := c.Warnings(); len(ws) != 1 || !strings.Contains(ws.Error(), "sysrq alone") {
+		t.Fatalf("a data node beside a witness: no warning without a watchdog device: %v", ws)
+	}
 }

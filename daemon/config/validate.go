@@ -127,6 +127,18 @@ func (v *validator) metricsListen() {
 	}
 }
 
+// addOnce adds a problem unless the same one is already listed (a device
+// that fences several nodes is checked once per target).
+func (v *validator) addOnce(path, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	for _, p := range v.ps {
+		if p.Path == path && p.Msg == msg {
+			return
+		}
+	}
+	v.add(path, "%s", msg)
+}
+
 func (v *validator) add(path, format string, args ...any) {
 	if v.c.undecoded[path] {
 		return
@@ -213,7 +225,7 @@ func (v *validator) nodes(reg *agents.Registry) {
 				case !ok:
 					v.add(dp+".device", "unknown device %q (defined: %s)", d.Device, strings.Join(sortedKeys(c.Devices), ", "))
 				default:
-					v.params(dp, dev.Agent, merge(dev.Params, d), reg)
+					v.params(dp, d.Device, dev.Agent, merge(dev.Params, d), reg)
 				}
 			}
 		}
@@ -252,9 +264,11 @@ func (v *validator) devices(reg *agents.Registry) {
 	}
 }
 
-// params checks a device's parameters for one target against the agent's
-// declaration. Required parameters may come from the device or the target.
-func (v *validator) params(path, agent string, p agents.Params, reg *agents.Registry) {
+// params checks a device's parameters for one target (the reference at
+// ref) against the agent's declaration. Required parameters may come from
+// the device or the target. Each problem is placed where the parameter is
+// set, or would be: see ParamPath.
+func (v *validator) params(ref, device, agent string, p agents.Params, reg *agents.Registry) {
 	if reg == nil {
 		return
 	}
@@ -268,7 +282,7 @@ func (v *validator) params(path, agent string, p agents.Params, reg *agents.Regi
 			// the required ones must be there.
 			for _, d := range k.Params {
 				if _, ok := p.Get(d.Name, d.Aliases...); d.Required && !ok {
-					v.add(path, "parameter %s: required", d.Name)
+					v.addOnce(v.c.ParamPath(ref, device, d.Name), "parameter %s: required", d.Name)
 				}
 			}
 			return
@@ -276,7 +290,7 @@ func (v *validator) params(path, agent string, p agents.Params, reg *agents.Regi
 		// Only the agent knows its full parameter set (exec reads the
 		// program's metadata): its constructor is the check.
 		if _, err := k.New(p, nil); err != nil {
-			v.add(path, "%v", err)
+			v.addOnce(v.c.ParamPath(ref, device, ParamNamed(err)), "%v", err)
 		}
 		return
 	}
@@ -284,8 +298,63 @@ func (v *validator) params(path, agent string, p agents.Params, reg *agents.Regi
 		return
 	}
 	for _, err := range agents.Check(p, k.Params) {
-		v.add(path, "%v", err)
+		name := ParamNamed(err)
+		at := v.c.ParamPath(ref, device, name)
+		msg := err.Error()
+		if strings.HasSuffix(at, "."+name) {
+			// The path names the parameter already.
+			msg = strings.TrimPrefix(msg, "parameter "+name+": ")
+			if msg == "unknown" {
+				msg = fmt.Sprintf("agent %s takes no parameter %q (its parameters: fenced agent %s -o metadata)", agent, name, agent)
+			}
+		}
+		v.addOnce(at, "%s", msg)
 	}
+}
+
+// reParam finds the parameter an agent's error names ("parameter cipher:
+// ...").
+var reParam = regexp.MustCompile(`\bparameter ([A-Za-z0-9_]+)`)
+
+// ParamNamed is the parameter an agent's error is about, "" when it names
+// none.
+func ParamNamed(err error) string {
+	if m := reParam.FindStringSubmatch(err.Error()); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+// ParamPath is where a problem with parameter name of device, for the
+// target at ref ("nodes[1].fence[0].devices[0]"), belongs: the line that
+// sets it — the reference's own params (or plug) first, as they override
+// the device's, then the device's params. One that is set nowhere belongs
+// to the device, unless some reference to the device sets it (a
+// parameter given per target, such as plug): then to this reference, which
+// lacks it.
+func (c *Config) ParamPath(ref, device, name string) string {
+	dev := "devices." + device
+	if name == "" {
+		return dev
+	}
+	for _, at := range []string{ref + ".params." + name, ref + "." + name, dev + ".params." + name} {
+		if _, ok := c.lines[at]; ok {
+			return at
+		}
+	}
+	for _, n := range c.Nodes {
+		for _, l := range n.Fence {
+			for _, d := range l.Devices {
+				if _, set := d.Params[name]; d.Device == device && (set || name == "plug" && d.Plug != "") {
+					return ref
+				}
+			}
+		}
+	}
+	if _, ok := c.lines[dev+".params"]; ok {
+		return dev + ".params"
+	}
+	return dev
 }
 
 func (v *validator) storage() {
@@ -338,7 +407,9 @@ func (c *Config) Warnings() Problems {
 				Msg: fmt.Sprintf("warning: %s may hold the storage but has no fence topology, and %s: a takeover from it blocks until `fencectl confirm`", n.Name, why)})
 		}
 	}
-	if holds && c.Watchdog.Device == "" {
+	self, _ := c.NodeByName(c.Node)
+	if holds && c.Watchdog.Device == "" && !self.Witness() {
+		// (A witness holds nothing: it never self-fences.)
 		ws = append(ws, Problem{File: c.file, Line: c.line("watchdog"), Path: "watchdog.device",
 			Msg: "warning: not set: a stop that fails resets this node through sysrq alone; where the kernel refuses that, the node cannot reset itself " +
 				"and stays listed as possibly running the group until a fence that removes its power, or `fencectl confirm`"})
