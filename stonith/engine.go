@@ -94,6 +94,9 @@ type Engine struct {
 	// alongside it, for off (see the package documentation, "Levels in
 	// parallel"). On by default.
 	Hedge bool
+	// Sessions, when set, is told of the sessions the agents open and
+	// close (agents.SessionRecorder; see sessions.go).
+	Sessions agents.SessionLedger
 
 	mu      sync.Mutex
 	running map[string]chan struct{} // node → closed when its operation ends
@@ -623,6 +626,7 @@ func (e *Engine) newAgent(t Target, log *slog.Logger) (agents.Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("device %s: %w", t.Device, err)
 	}
+	e.recordSessions(a, t)
 	return a, nil
 }
 

@@ -99,6 +99,14 @@ func (k *Kept) Holds() bool {
 	return ok && kp.Holds()
 }
 
+// NoFreeSlot reports whether the agent's last check found no free session
+// slot on the device (agents.SlotReporter); false for agents that do not
+// say.
+func (k *Kept) NoFreeSlot() bool {
+	r, ok := k.a.(agents.SlotReporter)
+	return ok && r.NoFreeSlot()
+}
+
 // Drop logs out the agent's session, if it holds one.
 func (k *Kept) Drop() {
 	if kp, ok := k.a.(agents.Keeper); ok {

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -57,6 +58,9 @@ type Agent struct {
 	log  *slog.Logger
 	est  *estimator
 	held keep.Slot[*session]
+
+	ledger    atomic.Pointer[agents.SessionLedger] // sessions.go
+	slotsFull atomic.Bool                          // the last check found no free slot
 }
 
 var (
@@ -155,8 +159,10 @@ func (a *Agent) Check(ctx context.Context, keep bool) error {
 		// the next fence would find none). A changed password shows at
 		// the first check that finds a slot free.
 		a.log.Info("ipmi BMC has no free session slot for a check on a new session; checking on the held one")
+		a.slotsFull.Store(true)
 		return a.withSession(ctx, func(s *session) error { return s.alive(ctx) })
 	}
+	a.slotsFull.Store(false)
 	if err != nil && sessionsFull(err) && a.Holds() {
 		// Not to keep: the held session is not wanted any more; its slot
 		// serves the check.
@@ -271,6 +277,7 @@ type session struct {
 	c      *client.Client
 	conn   *timedConn
 	opened time.Time
+	rec    *agents.SessionRecord // as the ledger knows it (sessions.go)
 
 	private bool // not held: closed when given back
 	once    sync.Once
@@ -341,12 +348,16 @@ func (a *Agent) drop() {
 
 // open logs in. The login may take longer than login_timeout when the
 // BMC's measured latency needs it (six round trips at the request
-// timeout); when the first try taught the agent that the BMC is slower
-// than it knew, it tries once more with a budget that fits.
+// timeout), and its budget follows what the login itself measures: a cold
+// contact with a BMC slower than command_timeout learns it from the first
+// answer and keeps going, rather than running out of time and starting
+// over (at 900 ms each way that cost 3 s of a takeover, at 2.5 s 6 s).
+// When the first try failed otherwise and taught the agent that the BMC
+// is slower than it knew, it tries once more.
 func (a *Agent) open(ctx context.Context) (*session, error) {
 	for attempt := 0; ; attempt++ {
 		before := a.est.rto()
-		s, err := a.login(ctx, min(max(a.cfg.loginTimeout, 6*before), maxLogin))
+		s, err := a.login(ctx, a.loginBudget)
 		if err == nil {
 			return s, nil
 		}
@@ -361,7 +372,13 @@ func (a *Agent) open(ctx context.Context) (*session, error) {
 // maxLogin bounds a login however slow the BMC is.
 const maxLogin = time.Minute
 
-func (a *Agent) login(ctx context.Context, budget time.Duration) (*session, error) {
+// loginBudget is how long a login may take with what the agent knows of
+// the BMC now.
+func (a *Agent) loginBudget() time.Duration {
+	return min(max(a.cfg.loginTimeout, 6*a.est.rto()), maxLogin)
+}
+
+func (a *Agent) login(ctx context.Context, budget func() time.Duration) (*session, error) {
 	cfg := a.cfg
 	password, err := cfg.secrets.Secret(ctx, "password")
 	if err != nil {
@@ -397,9 +414,9 @@ func (a *Agent) login(ctx context.Context, budget time.Duration) (*session, erro
 	}
 
 	start := time.Now()
-	loginCtx, cancel := context.WithTimeout(ctx, budget)
+	loginCtx, cancel, spent := withBudget(ctx, start, budget)
 	err = c.Connect(loginCtx)
-	timedOut := errors.Is(loginCtx.Err(), context.DeadlineExceeded)
+	timedOut, allowed := spent()
 	cancel()
 	if err != nil && g != nil && g.refusal() != nil {
 		// The BMC answered with weaker algorithms than asked for, or
@@ -428,12 +445,13 @@ func (a *Agent) login(ctx context.Context, budget time.Duration) (*session, erro
 		// (if the BMC answers at all).
 		s.close(ctx, isAuthError(err, err.Error()))
 		if timedOut && ctx.Err() == nil {
-			err = fmt.Errorf("login not done within %v: %w", budget.Round(time.Millisecond), err)
+			err = fmt.Errorf("login not done within %v: %w", allowed.Round(time.Millisecond), err)
 		}
 		return nil, s.classify(ctx, "connect", err, false)
 	}
 	agents.NoteAnswer(ctx)
 	s.opened = time.Now()
+	s.recordOpened()
 	a.log.Debug("ipmi session open", "lanplus", cfg.lanplus, "cipher", int(cfg.cipher), "took", time.Since(start))
 	return s, nil
 }
@@ -479,6 +497,7 @@ func (s *session) close(ctx context.Context, graceful bool) {
 		if err := s.c.Close(cctx); err != nil {
 			s.a.log.Debug("ipmi close session", "err", err)
 		}
+		s.recordClosed()
 	})
 }
 

@@ -208,7 +208,10 @@ func (c *timedConn) Read(p []byte) (int, error) {
 		if err == nil {
 			c.mu.Lock()
 			rt := replyType(p[:n])
-			fits := c.expect < 0 || rt < 0 || rt == c.expect
+			// An RMCP+ request is answered in RMCP+ framing: an IPMI
+			// v1.5 datagram then is a late copy of the answer to the
+			// login's first request, resent on a cold contact.
+			fits := c.expect < 0 || rt == c.expect
 			sample := fits && !c.sampled && len(c.last) > 0
 			if sample {
 				c.sampled = true

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stmcginnis/gofish/schemas"
@@ -46,6 +47,8 @@ type Agent struct {
 	http *http.Client
 	lat  *rtt.Estimator
 	held keep.Slot[*session] // the session a check kept (warm.go)
+	// ledger is told of every session logged in and out (journal.go).
+	ledger atomic.Pointer[agents.SessionLedger]
 
 	mu        sync.Mutex
 	root      *rootLinks // read once, then reused

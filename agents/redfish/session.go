@@ -281,6 +281,7 @@ func (s *session) createSession(ctx context.Context) error {
 		return err
 	}
 	s.token, s.location = token, path
+	s.a.recordOpened(path)
 	return nil
 }
 
@@ -316,6 +317,7 @@ func (s *session) close() {
 	if err := fromGofish(err, s.secrets()...); err != nil {
 		s.a.log.Warn("logout failed; the BMC will expire the session", "err", err)
 	}
+	s.a.recordClosed(s.location)
 	s.c, s.token, s.location = nil, "", ""
 }
 
@@ -326,6 +328,7 @@ func (s *session) relogin(ctx context.Context, cause error) bool {
 	}
 	s.relogged = true
 	s.a.log.Info("session rejected by the BMC (expired?), logging in again")
+	s.a.recordClosed(s.location)
 	s.token, s.location = "", ""
 	if err := s.login(ctx); err != nil {
 		s.a.log.Warn("re-login failed", "err", err)

@@ -177,7 +177,10 @@ func (a *Agent) KeepAlive(ctx context.Context) error {
 		return nil
 	}
 	if isAuth(err) {
-		a.held.CompareAndSwap(s, nil)
+		// The BMC expired it: nothing to log out.
+		if a.held.CompareAndSwap(s, nil) {
+			a.recordClosed(s.location)
+		}
 	}
 	return a.classify("keep-alive", err, false)
 }

@@ -14,6 +14,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/bougou/go-ipmi/pkg/bmc"
 	"github.com/bougou/go-ipmi/pkg/clock"
@@ -37,6 +38,13 @@ type BMCConfig struct {
 	KG []byte
 	// PoweredOn is the initial power state.
 	PoweredOn bool
+	// MaxSessions is the size of the BMC's RMCP+ session table (default 4,
+	// the minimum IPMI v2.0 requires): a login beyond it is refused with
+	// "insufficient resources", as on a BMC whose slots are all taken.
+	MaxSessions int
+	// SessionTimeout is how long an idle session lives before the BMC
+	// expires it (default 60s, IPMI v2.0's default).
+	SessionTimeout time.Duration
 	// OnPowerOff and OnPowerOn run when a client powers the chassis off or
 	// on (power cycle runs both). They run synchronously before the command
 	// is answered, so when OnPowerOff returns the node should be gone. A
@@ -100,6 +108,19 @@ func StartBMC(cfg BMCConfig) (*BMC, error) {
 		opts = append(opts, bmc.WithKG(cfg.KG))
 	}
 	b := bmc.New(info, guid, h, opts...)
+	if cfg.MaxSessions > 0 || cfg.SessionTimeout > 0 {
+		var so []bmc.SessionStoreOption
+		if cfg.MaxSessions > 0 {
+			so = append(so, bmc.WithMaxSessions(cfg.MaxSessions))
+		}
+		if cfg.SessionTimeout > 0 {
+			so = append(so, bmc.WithInactivityTimeout(cfg.SessionTimeout))
+		}
+		// go-ipmi has no BMC option for it: the store is replaced before
+		// the BMC serves, with the hook New gave the one it made.
+		b.Sessions = bmc.NewSessionStoreWithOptions(clock.Real, so...)
+		b.Sessions.SetOnRemove(b.SOL.DeactivateBySession)
+	}
 	user, err := b.Users.Add(userID, cfg.Username)
 	if err != nil {
 		return nil, fmt.Errorf("ipmisim: add user: %w", err)
