@@ -65,6 +65,12 @@ func TestBlockedTakeoverIsOneIncident(t *testing.T) {
 		return false
 	})
 	idx := next.Index
+	// The alert comes as the block begins; the replicated state says so
+	// once its record commits. From then on, every poll must say blocked.
+	waitUntil(t, "status to say blocked", 10*time.Second, func() bool {
+		st, err := next.Status(ctxT(t, 5*time.Second))
+		return err == nil && st.Primary.Blocked
+	})
 	polls, blockedPolls, metricOnes := 0, 0, 0
 	for end := time.Now().Add(8 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
 		polls++

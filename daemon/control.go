@@ -270,6 +270,7 @@ type raftLog struct{ d *Daemon }
 
 func (l raftLog) IsLeader() bool            { return l.d.raft.IsLeader() }
 func (l raftLog) Leader() string            { return l.d.raft.Leader() }
+func (l raftLog) Joined() bool              { return l.d.life.joined.Load() }
 func (l raftLog) Holders() quorum.Holders   { return l.d.raft.FSM().Holders() }
 func (l raftLog) History() []fencing.Record { return l.d.raft.FSM().State().History }
 func (l raftLog) SinceContact(leader string) (time.Duration, bool) {

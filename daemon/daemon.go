@@ -162,6 +162,7 @@ type lifetime struct {
 	dataDir *dataDirLock
 
 	stopping   atomic.Bool
+	joined     atomic.Bool // applied the leader's commit index as of the first ask (driver.Log.Joined)
 	started    quorum.Mono
 	lastBeat   atomic.Int64 // quorum.Mono of the main loop's last progress
 	stallAfter time.Duration

@@ -62,6 +62,7 @@ func (d *Daemon) lifecycle(done <-chan struct{}) {
 		}
 		if !ready && target > 0 && d.raft.AppliedIndex() >= target {
 			ready = true
+			d.life.joined.Store(true)
 			d.log.Info("joined the cluster", "leader", d.raft.Leader(), "epoch", d.KnownEpoch(), "index", d.raft.AppliedIndex())
 			d.notify("READY=1")
 		}

@@ -44,6 +44,12 @@ type Log interface {
 	// Leader is the node that leads raft as far as this one knows ("" =
 	// none).
 	Leader() string
+	// Joined reports that this node has applied what the leader had
+	// committed when this node first asked it, since it started: its
+	// history is the cluster's, not what its own log held when it stopped.
+	// Knowing a leader is not that: a follower learns the leader from a
+	// heartbeat before it has caught up.
+	Joined() bool
 	// Holders is the replicated state the tenure reads.
 	Holders() quorum.Holders
 	// History is the fence history, oldest first.

@@ -29,6 +29,7 @@ type world struct {
 
 	leader   string // the raft leader this node knows
 	isLeader bool
+	behind   bool // the node has not caught up with the leader's log (Joined false)
 	fsm      *quorum.FSM
 	index    uint64
 	applied  []quorum.Command
@@ -134,6 +135,7 @@ type wlog struct{ w *world }
 
 func (l wlog) IsLeader() bool            { return l.w.isLeader }
 func (l wlog) Leader() string            { return l.w.leader }
+func (l wlog) Joined() bool              { return l.w.leader != "" && !l.w.behind }
 func (l wlog) Holders() quorum.Holders   { return l.w.fsm.Holders() }
 func (l wlog) History() []fencing.Record { return l.w.fsm.State().History }
 func (l wlog) SinceContact(string) (time.Duration, bool) {

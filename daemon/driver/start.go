@@ -167,7 +167,10 @@ func (d *Driver) unfence(try, failed int, delay time.Duration) {
 	if d.life().Cancelled() {
 		return
 	}
-	if d.env.Log.Leader() == "" {
+	if d.env.Log.Leader() == "" || !d.env.Log.Joined() {
+		// The rule reads the history: the cluster's, not what this
+		// node's log held when it stopped (the fence that cut it off was
+		// committed after).
 		d.env.Clock.After(joinPoll, func() { d.unfence(try, failed, delay) })
 		return
 	}

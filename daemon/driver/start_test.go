@@ -177,6 +177,30 @@ func TestStartUnfenceWaitsForConsent(t *testing.T) {
 	}
 }
 
+// A node that restarted knows the leader from a heartbeat before it has
+// the leader's log: the fence that cut it off, committed after it stopped,
+// is not in its history yet. It does not unfence until it has caught up
+// (Log.Joined), and then sees that fence (found by the daemon suite's
+// TestUnfenceWaitsForRebootOrConsent under load: a node unfenced itself in
+// the boot it was fenced in).
+func TestUnfenceWaitsUntilCaughtUp(t *testing.T) {
+	w := newWorld(t, Config{Probe: true, Unfence: &UnfencePlan{Devices: []string{"scsi"}}, Boot: "B1"})
+	w.leader, w.behind = "b", true
+	w.drv.Start()
+	w.run(5 * time.Second)
+	if w.tries != 0 {
+		t.Fatalf("%d unfences while behind the leader's log", w.tries)
+	}
+	// It catches up: the fence of this boot is there.
+	w.commit(quorum.Command{Op: quorum.OpRecord, Record: &fencing.Record{Kind: fencing.KindFence, Target: "a", Action: fencing.ActionOff,
+		Outcome: fencing.OutcomeSuccess, Executor: "b", TargetBoot: "B1", Scope: fencing.ScopeStorage}})
+	w.behind = false
+	w.run(5 * time.Second)
+	if w.tries != 0 || !strings.Contains(w.inel[SourceUnfence], "during this boot") {
+		t.Fatalf("after catching up: %d unfences, ineligible %q", w.tries, w.inel[SourceUnfence])
+	}
+}
+
 // A self-fence that cannot reset the machine leaves the node listed as
 // maybe running the group, marks it unclean, then exits.
 func TestSelfFenceWithoutReset(t *testing.T) {

@@ -33,6 +33,7 @@ type proc struct {
 	// raft
 	role         role
 	leaderID     int
+	joined       bool    // simLog.Joined
 	lastContact  int64   // raft's LastContact, on this node's clock
 	contact      []int64 // quorum's contact tracker: last AppendEntries accepted per leader
 	commit       uint64
@@ -254,6 +255,27 @@ func (l simLog) Leader() string {
 	}
 	return nodeName(l.p.leaderID)
 }
+
+// Joined: this node has applied its leader's commit index (the daemon
+// asks the leader for it; the simulation looks).
+func (l simLog) Joined() bool {
+	p := l.p
+	if p.role == leader {
+		return true
+	}
+	if p.leaderID < 0 {
+		return false
+	}
+	lp := p.w.nodes[p.leaderID].proc
+	if lp == nil {
+		return false
+	}
+	if !p.joined && p.n.applied >= lp.commit {
+		p.joined = true // once joined, for the life of the process, as the daemon's
+	}
+	return p.joined
+}
+
 func (l simLog) Holders() quorum.Holders {
 	v := l.p.n.fsm.Holders()
 	if l.p.w.opt.Mutation == MutNoTimings {
