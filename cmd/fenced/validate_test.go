@@ -51,12 +51,19 @@ func fencedBinary(t *testing.T) string {
 // alert; extra is appended.
 func threeNodes(t *testing.T, dir, extra string) string {
 	t.Helper()
+	taken := map[int]bool{}
 	port := func() int {
-		p, err := devcluster.FreePort("127.0.0.1")
-		if err != nil {
-			t.Fatal(err)
+		// A port freed at once can be handed out again: six distinct.
+		for {
+			p, err := devcluster.FreePort("127.0.0.1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !taken[p] {
+				taken[p] = true
+				return p
+			}
 		}
-		return p
 	}
 	y := fmt.Sprintf(`version: 1
 cluster: {name: c1}
