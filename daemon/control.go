@@ -12,7 +12,6 @@ import (
 	"github.com/fenced/fenced/daemon/driver"
 	"github.com/fenced/fenced/daemon/tenure"
 	"github.com/fenced/fenced/quorum"
-	"github.com/fenced/fenced/stonith"
 	"github.com/fenced/fenced/stonith/fencing"
 )
 
@@ -348,10 +347,7 @@ type effects struct{ d *Daemon }
 
 func (e effects) Fence(s *driver.Scope, fr driver.FenceRequest, done func(fencing.Record)) {
 	d := e.d
-	cfg := d.config()
-	req := stonith.Request{Target: fr.Target, Action: fr.Action, Reason: fr.Reason, RequestedBy: fr.RequestedBy, Executor: fr.Executor,
-		Epoch: fr.Epoch, ID: fr.ID, Levels: fr.Levels, PowerOnly: fr.PowerOnly, TargetBoot: fr.TargetBoot, Topology: topology(cfg, fr.Target)}
-	markStorageLevels(cfg, d.registry(), req.Topology)
+	req := d.engineRequest(fr)
 	req.OnProgress = func(r fencing.Record) {
 		if _, err := d.raft.Apply(quorum.Command{Op: quorum.OpRecord, Record: &r}, d.commitTimeout()); err != nil {
 			d.log.Warn("commit fence progress", "fence_id", r.ID, "err", err)
@@ -363,6 +359,8 @@ func (e effects) Fence(s *driver.Scope, fr driver.FenceRequest, done func(fencin
 		return func() { done(rec) }
 	})
 }
+
+func (e effects) FencePath(target string) string { return e.d.fencePathTo(target) }
 
 func (e effects) Start(s *driver.Scope, epoch uint64, previous string, done func(error)) {
 	d := e.d

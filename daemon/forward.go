@@ -59,6 +59,10 @@ func (d *Daemon) forwarded(ctx context.Context, from, method string, body []byte
 		return d.answerContact(body)
 	case fwdCommit:
 		return d.answerCommit()
+	case fwdFencePath:
+		return d.answerFencePath(body)
+	case fwdFenceRun:
+		return d.answerFenceRun(ctx, from, body)
 	case fwdConfigKeys:
 		return d.answerConfigKeys()
 	case fwdConfigAccept:

@@ -82,7 +82,31 @@ type Peers interface {
 	Contact(ctx context.Context, node, leader string, done func(elapsed time.Duration, known, ok bool))
 	// Boot is the boot ID node last advertised ("" if never).
 	Boot(node string) string
+	// Rank lists the other configured nodes in rank order
+	// (quorum.RankOrder after this node): the order in which a fence is
+	// handed to one of them.
+	Rank() []string
+	// FencePath asks node what its own device checks find of target's
+	// fence path (PathWorking, PathFailing, or anything else: not known);
+	// ok false when it did not answer before ctx ended.
+	FencePath(ctx context.Context, node, target string, done func(path string, ok bool))
+	// Fence has node (req.Executor) run req, a power-off this node leads,
+	// requested and recorded, and hands back the record of what it did,
+	// with its attempts and read-backs; it commits nothing. err: no
+	// record came back (node refused, or did not answer within the
+	// fence's time bound and a margin: the fence may still have run).
+	// The scope's end stops the wait, not the fence.
+	Fence(s *Scope, req FenceRequest, done func(rec fencing.Record, err error))
 }
+
+// States of a fence path, as a node's own device checks find it (the
+// daemon's package health): every device of at least one level answered
+// its last check, or every level has a device that failed it. Anything
+// else is not known.
+const (
+	PathWorking = "working"
+	PathFailing = "failing"
+)
 
 // Clock is this node's boot-time clock (CLOCK_BOOTTIME) and its wall clock.
 type Clock interface {
@@ -99,6 +123,9 @@ type Effects interface {
 	// Fence runs req through the fencing engine (power off or on, read
 	// back); done gets the record of what happened. It commits nothing.
 	Fence(s *Scope, req FenceRequest, done func(fencing.Record))
+	// FencePath is what this node's own device checks find of target's
+	// fence path (see PathWorking); it never blocks.
+	FencePath(target string) string
 	// Start starts the storage (the resource group) with epoch as its
 	// token; previous is the former holder.
 	Start(s *Scope, epoch uint64, previous string, done func(err error))
@@ -217,6 +244,11 @@ type Driver struct {
 	// exiting: a self-fence could not reset the machine; the daemon exits
 	// once this node is marked unclean (or that was given up).
 	exiting bool
+	// unreached are the targets whose last power-off run here failed
+	// without any of their devices reading a power state back (refused
+	// credentials, no answer): their next one is handed to a peer whose
+	// checks find a working path (see executor).
+	unreached map[string]bool
 }
 
 // New returns the driver of a node that holds nothing.
@@ -647,15 +679,17 @@ func (d *Driver) leaseBound(s *Scope, former string, done func(tenure.Time, bool
 	}
 }
 
-// Fence runs a fence request on this node, which must lead a majority: the
-// request is committed first (a fence never runs unrecorded), then the
-// engine runs it, then the result is committed, retried while this node
-// still leads. done gets the record; its outcome is success only when the
-// engine confirmed the action by read-back and the result was committed.
-// Admin fences (fencectl fence, unfence) come through here too.
+// Fence runs a fence request for this node, which must lead a majority:
+// the request is committed first (a fence never runs unrecorded), then the
+// engine runs it — here, or for a power-off on a peer whose own device
+// checks reach the target when this node's do not (see executor) — then
+// the result is committed, retried while this node still leads. done gets
+// the record; its outcome is success only when the engine that ran it
+// confirmed the action by read-back and the result was committed. Admin
+// fences (fencectl fence, unfence) come through here too.
 func (d *Driver) Fence(s *Scope, req FenceRequest, done func(fencing.Record)) {
 	log := d.env.Log
-	req.Executor = d.cfg.Machine.Self
+	self := d.cfg.Machine.Self
 	if req.Epoch == 0 {
 		req.Epoch = log.Holders().Epoch
 	}
@@ -677,26 +711,35 @@ func (d *Driver) Fence(s *Scope, req FenceRequest, done func(fencing.Record)) {
 			req.PowerOnly = true
 		}
 	}
-	pending := fencing.Record{Kind: kind, Target: req.Target, Action: req.Action, Reason: req.Reason,
-		RequestedBy: req.RequestedBy, Executor: req.Executor, Epoch: req.Epoch, Started: d.env.Clock.Wall(), Outcome: fencing.OutcomePending,
-		TargetBoot: req.TargetBoot}
-	log.Apply(quorum.Command{Op: quorum.OpRecord, Record: &pending}, func(res any, err error) {
-		if err != nil {
-			pending.Outcome, pending.Error, pending.Finished = fencing.OutcomeFailed, "not run: could not record the request: "+err.Error(), d.env.Clock.Wall()
-			done(pending)
-			return
-		}
-		req.ID = res.(uint64)
-		if req.Action == fencing.ActionOn {
-			req.Levels = LastFenceLevels(log.History(), req.Target)
-		}
-		d.env.Observer.FenceStarted(req)
-		d.env.Effects.Fence(s, req, func(rec fencing.Record) {
-			rec.TargetBoot = req.TargetBoot
-			d.commitResult(rec, 0, func(rec fencing.Record) {
-				d.env.Observer.FenceDone(rec)
-				done(rec)
-			})
+	d.executor(s, req, func(executor string) {
+		req.Executor = executor
+		pending := fencing.Record{Kind: kind, Target: req.Target, Action: req.Action, Reason: req.Reason,
+			RequestedBy: req.RequestedBy, Executor: req.Executor, Epoch: req.Epoch, Started: d.env.Clock.Wall(), Outcome: fencing.OutcomePending,
+			TargetBoot: req.TargetBoot}
+		log.Apply(quorum.Command{Op: quorum.OpRecord, Record: &pending}, func(res any, err error) {
+			if err != nil {
+				pending.Outcome, pending.Error, pending.Finished = fencing.OutcomeFailed, "not run: could not record the request: "+err.Error(), d.env.Clock.Wall()
+				done(pending)
+				return
+			}
+			req.ID = res.(uint64)
+			if req.Action == fencing.ActionOn {
+				req.Levels = LastFenceLevels(log.History(), req.Target)
+			}
+			d.env.Observer.FenceStarted(req)
+			ran := func(rec fencing.Record) {
+				rec.TargetBoot = req.TargetBoot
+				d.ranFence(req, rec)
+				d.commitResult(rec, 0, func(rec fencing.Record) {
+					d.env.Observer.FenceDone(rec)
+					done(rec)
+				})
+			}
+			if executor == self {
+				d.env.Effects.Fence(s, req, ran)
+			} else {
+				d.delegate(s, req, ran)
+			}
 		})
 	})
 }

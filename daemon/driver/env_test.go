@@ -50,6 +50,16 @@ type world struct {
 	kicks    int
 	boots    map[string]string // what each node advertised
 	fences   []FenceRequest    // what the engine was asked
+	// localFence, when set, is the local engine's record of a fence.
+	localFence func(FenceRequest) fencing.Record
+	// paths is what each node's checks find of a target's fence path
+	// ("node/target"; this node's own too); asked counts the peers' answers.
+	paths map[string]string
+	asked []string
+	// peerFence answers a fence handed to a peer (nil: the peer's engine
+	// confirms it); handed are the requests handed on.
+	peerFence func(FenceRequest) (fencing.Record, error)
+	handed    []FenceRequest
 }
 
 type wtimer struct {
@@ -60,7 +70,7 @@ type wtimer struct {
 }
 
 func newWorld(t *testing.T, cfg Config) *world {
-	w := &world{t: t, now: tenure.Time(time.Hour), fsm: quorum.NewFSM(100), inel: map[string]string{}, boots: map[string]string{}}
+	w := &world{t: t, now: tenure.Time(time.Hour), fsm: quorum.NewFSM(100), inel: map[string]string{}, boots: map[string]string{}, paths: map[string]string{}}
 	if cfg.Machine.Self == "" {
 		cfg.Machine.Self = "a"
 	}
@@ -170,6 +180,35 @@ func (p wpeers) Forward(c quorum.Command, done func(error)) {
 
 func (p wpeers) Contact(context.Context, string, string, func(time.Duration, bool, bool)) {}
 func (p wpeers) Boot(node string) string                                                  { return p.w.boots[node] }
+func (p wpeers) Rank() []string {
+	return slices.DeleteFunc(slices.Clone(p.w.drv.cfg.Nodes), func(n string) bool { return n == p.w.drv.cfg.Machine.Self })
+}
+
+func (p wpeers) FencePath(ctx context.Context, node, target string, done func(string, bool)) {
+	w := p.w
+	w.asked = append(w.asked, node)
+	w.after(2*time.Millisecond, func() {
+		path, ok := w.paths[node+"/"+target]
+		if ctx.Err() != nil {
+			return
+		}
+		done(path, ok)
+	})
+}
+
+func (p wpeers) Fence(_ *Scope, req FenceRequest, done func(fencing.Record, error)) {
+	w := p.w
+	w.handed = append(w.handed, req)
+	w.after(10*time.Millisecond, func() {
+		if w.peerFence != nil {
+			done(w.peerFence(req))
+			return
+		}
+		done(fencing.Record{ID: req.ID, Kind: fencing.KindFence, Target: req.Target, Action: req.Action, Epoch: req.Epoch,
+			Executor: req.Executor, Outcome: fencing.OutcomeSuccess,
+			Attempts: []fencing.Attempt{{Level: 1, Device: "bmc", Result: fencing.ResultSuccess, ReadBack: "off"}}}, nil)
+	})
+}
 
 type wclock struct{ w *world }
 
@@ -182,9 +221,16 @@ type weffects struct{ w *world }
 func (e weffects) Fence(_ *Scope, req FenceRequest, done func(fencing.Record)) {
 	e.w.fences = append(e.w.fences, req)
 	e.w.after(10*time.Millisecond, func() {
+		if e.w.localFence != nil {
+			done(e.w.localFence(req))
+			return
+		}
 		done(fencing.Record{ID: req.ID, Kind: fencing.KindFence, Target: req.Target, Action: req.Action, Epoch: req.Epoch,
 			Executor: req.Executor, Outcome: fencing.OutcomeSuccess})
 	})
+}
+func (e weffects) FencePath(target string) string {
+	return e.w.paths[e.w.drv.cfg.Machine.Self+"/"+target]
 }
 func (e weffects) Start(_ *Scope, _ uint64, _ string, done func(error)) {
 	e.w.after(time.Millisecond, func() { done(nil) })

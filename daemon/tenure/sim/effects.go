@@ -21,6 +21,18 @@ func (e simEffects) Fence(s *driver.Scope, req driver.FenceRequest, done func(fe
 	p, w := e.p, e.p.w
 	started := w.wall()
 	tn := w.node(req.Target)
+	if has(w.sc.Blind, p.n.id) {
+		// A wrong password here: every device refuses the login, nothing
+		// is sent, nothing reads back.
+		w.tracef("%s cannot fence %s: its password is wrong here", p.n.name, tn.name)
+		p.timer(uniform(p.n.rng, 5*time.Millisecond, 50*time.Millisecond), func() {
+			done(fencing.Record{ID: req.ID, Kind: fencing.KindFence, Target: req.Target, Action: req.Action, Reason: req.Reason,
+				RequestedBy: req.RequestedBy, Executor: req.Executor, Epoch: req.Epoch, Started: started, Finished: w.wall(),
+				Outcome: fencing.OutcomeFailed, Error: "authentication failed", TargetBoot: req.TargetBoot,
+				Attempts: []fencing.Attempt{{Level: 1, Device: "bmc", Action: req.Action, Try: 1, Result: fencing.ResultFailed, Error: "authentication failed"}}})
+		})
+		return
+	}
 	p.engine(s, tn, req.PowerOnly, func(outcome, msg string, level int) {
 		rec := fencing.Record{ID: req.ID, Kind: fencing.KindFence, Target: req.Target, Action: req.Action, Reason: req.Reason,
 			RequestedBy: req.RequestedBy, Executor: req.Executor, Epoch: req.Epoch, Started: started, Finished: w.wall(),
@@ -30,6 +42,15 @@ func (e simEffects) Fence(s *driver.Scope, req driver.FenceRequest, done func(fe
 		}
 		done(rec)
 	})
+}
+
+// FencePath is this node's device checks' view: a blind node's fail; the
+// others' are not modelled (never checked: the fence runs here).
+func (e simEffects) FencePath(string) string {
+	if has(e.p.w.sc.Blind, e.p.n.id) {
+		return driver.PathFailing
+	}
+	return ""
 }
 
 func (e simEffects) Start(s *driver.Scope, epoch uint64, previous string, done func(error)) {

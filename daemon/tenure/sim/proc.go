@@ -366,6 +366,65 @@ func (s simPeers) Contact(_ context.Context, node, leader string, done func(time
 	})
 }
 
+func (s simPeers) Rank() []string { return s.p.rankOrder(s.p.n.id) }
+
+// FencePath is asked over the network; q answers from its own checks.
+func (s simPeers) FencePath(ctx context.Context, node, target string, done func(string, bool)) {
+	p, w := s.p, s.p.w
+	self := p.n.id
+	w.net.send(self, w.node(node).id, 0, func(q *proc) {
+		path := driver.PathWorking
+		switch {
+		case q.n.name == target || q.w.sc.witness(q.n.id):
+			path = "none"
+		case has(q.w.sc.Blind, q.n.id):
+			path = driver.PathFailing
+		}
+		w.net.send(q.n.id, self, 0, func(r *proc) {
+			if r == p && ctx.Err() == nil {
+				done(path, true)
+			}
+		})
+	})
+}
+
+// Fence hands req to its executor over the network, which refuses it as
+// the daemon's peer does (answerFenceRun) or runs it through its own
+// engine; the wait ends at the fence's bound and a lease.
+func (s simPeers) Fence(sc *driver.Scope, req driver.FenceRequest, done func(fencing.Record, error)) {
+	p, w := s.p, s.p.w
+	self := p.n.id
+	answered := false
+	once := func(rec fencing.Record, err error) {
+		if !answered {
+			answered = true
+			done(rec, err)
+		}
+	}
+	t := p.n.timing()
+	p.timer((levels+1)*t.FenceTimeout+t.Lease, func() { once(fencing.Record{}, context.DeadlineExceeded) })
+	sc.OnCancel(func() { once(fencing.Record{}, context.Canceled) })
+	w.net.send(self, w.node(req.Executor).id, 0, func(q *proc) {
+		reply := func(rec fencing.Record, err error) {
+			q.w.net.send(q.n.id, self, 0, func(r *proc) {
+				if r == p {
+					once(rec, err)
+				}
+			})
+		}
+		switch known := (simLog{q}).Holders().Epoch; {
+		case req.Action != fencing.ActionOff, req.Target == q.n.name, req.Executor != q.n.name, q.leaderID != self:
+			reply(fencing.Record{}, errors.New("fence refused"))
+		case req.Epoch < known:
+			w.tracef("%s refuses %s's fence of %s at epoch %d: it knows epoch %d", q.n.name, p.n.name, req.Target, req.Epoch, known)
+			reply(fencing.Record{}, errors.New("fence refused: an old epoch"))
+		default:
+			w.tracef("%s fences %s for the leader %s", q.n.name, req.Target, p.n.name)
+			simEffects{q}.Fence(driver.NewScope(context.Background()), req, func(rec fencing.Record) { reply(rec, nil) })
+		}
+	})
+}
+
 // contactOf is q's answer to asker p about leader f: its own record, or
 // under a negative control the lie that control tells.
 func (q *proc) contactOf(p *proc, f int) (time.Duration, bool) {

@@ -244,6 +244,11 @@ type Modes struct {
 	// writer the probe at the next start cannot see (an application the
 	// group does not know of, still writing).
 	Stray []int
+	// Blind nodes hold a wrong password for every fence device: their
+	// device checks fail, and so does every fence they run themselves
+	// (refused, nothing touched); as leaders they hand their fences to a
+	// node that can run them.
+	Blind []int
 	// Timings are each node's timing profile when they differ (a change of
 	// timing rolling through the cluster): index into profiles, then
 	// altProfiles. Empty: every node runs Profile.
@@ -399,6 +404,20 @@ func genModes(sc *Schedule) {
 		sc.Faults = append(sc.Faults, Fault{At: uniform(r, lease/4, sc.Heal), Kind: Ineligible, Node: r.IntN(sc.Nodes),
 			Primary: r.IntN(2) == 0, Dur: uniform(r, lease/3, 3*lease)})
 	}
+	// A blind node, from a stream of its own (the other modes of a seed
+	// stay what they were). One, and only with three data nodes that come
+	// back by the heal: whatever node must be fenced, one that is neither
+	// it nor blind can then fence it, as liveness requires.
+	rb := rand.New(rand.NewPCG(sc.Seed, 0x626c696e64))
+	var back []int
+	for _, i := range data {
+		if !down[i] {
+			back = append(back, i)
+		}
+	}
+	if rb.IntN(4) == 0 && len(back) >= 3 {
+		sc.Blind = []int{back[rb.IntN(len(back))]}
+	}
 	slices.SortStableFunc(sc.Faults, func(a, b Fault) int { return int(a.At - b.At) })
 }
 
@@ -517,6 +536,7 @@ func (sc Schedule) String() string {
 	list("nosysrq", sc.NoSysrq)
 	list("slowstop", sc.SlowStop)
 	list("stray", sc.Stray)
+	list("blind", sc.Blind)
 	if len(sc.Timings) > 0 {
 		b.WriteString(" timings=")
 		for i, p := range sc.Timings {
@@ -599,6 +619,8 @@ func Parse(s string) (Schedule, error) {
 			sc.SlowStop, err = parseNodes(v)
 		case "stray":
 			sc.Stray, err = parseNodes(v)
+		case "blind":
+			sc.Blind, err = parseNodes(v)
 		case "timings":
 			for _, x := range splitList(v) {
 				var p int
@@ -652,7 +674,7 @@ func Parse(s string) (Schedule, error) {
 			return sc, fmt.Errorf("schedule: down: no node %s", nodeName(d.Node))
 		}
 	}
-	for _, ns := range [][]int{sc.CalmDev, sc.Witness, sc.SCSI, sc.SCSIOnly, sc.Watchdog, sc.WDLevel, sc.NoMagic, sc.NoSysrq, sc.SlowStop, sc.Stray} {
+	for _, ns := range [][]int{sc.CalmDev, sc.Witness, sc.SCSI, sc.SCSIOnly, sc.Watchdog, sc.WDLevel, sc.NoMagic, sc.NoSysrq, sc.SlowStop, sc.Stray, sc.Blind} {
 		for _, n := range ns {
 			if n >= sc.Nodes {
 				return sc, fmt.Errorf("schedule: no node %s", nodeName(n))
