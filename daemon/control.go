@@ -100,6 +100,12 @@ func (d *Daemon) SetIneligible(source, reason string) {
 		d.ctl.ineligible[source] = reason
 	}
 	d.ctl.ineligibleMu.Unlock()
+	d.nudgeControl()
+}
+
+// nudgeControl wakes the control loop: what Ineligible says may have
+// changed.
+func (d *Daemon) nudgeControl() {
 	select {
 	case d.ctl.nudge <- struct{}{}:
 	default:
@@ -107,12 +113,20 @@ func (d *Daemon) SetIneligible(source, reason string) {
 }
 
 // Ineligible says why this node may not take primacy ("" = it may).
+//
+// Besides the reasons set, a node that just joined waits for its fence
+// device sessions (sessionsReason), read from the device checks as they
+// stand.
 func (d *Daemon) Ineligible() string {
+	sessions := d.sessionsReason()
 	d.ctl.ineligibleMu.Lock()
 	defer d.ctl.ineligibleMu.Unlock()
 	var why []string
 	for _, k := range slices.Sorted(maps.Keys(d.ctl.ineligible)) {
 		why = append(why, k+": "+d.ctl.ineligible[k])
+	}
+	if sessions != "" {
+		why = append(why, "sessions: "+sessions)
 	}
 	return strings.Join(why, "; ")
 }
