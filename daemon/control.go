@@ -100,6 +100,12 @@ func (d *Daemon) SetIneligible(source, reason string) {
 		d.ctl.ineligible[source] = reason
 	}
 	d.ctl.ineligibleMu.Unlock()
+	d.nudgeControl()
+}
+
+// nudgeControl wakes the control loop: what Ineligible says may have
+// changed.
+func (d *Daemon) nudgeControl() {
 	select {
 	case d.ctl.nudge <- struct{}{}:
 	default:
@@ -107,12 +113,20 @@ func (d *Daemon) SetIneligible(source, reason string) {
 }
 
 // Ineligible says why this node may not take primacy ("" = it may).
+//
+// Besides the reasons set, a node that just joined waits for its fence
+// device sessions (sessionsReason), read from the device checks as they
+// stand.
 func (d *Daemon) Ineligible() string {
+	sessions := d.sessionsReason()
 	d.ctl.ineligibleMu.Lock()
 	defer d.ctl.ineligibleMu.Unlock()
 	var why []string
 	for _, k := range slices.Sorted(maps.Keys(d.ctl.ineligible)) {
 		why = append(why, k+": "+d.ctl.ineligible[k])
+	}
+	if sessions != "" {
+		why = append(why, "sessions: "+sessions)
 	}
 	return strings.Join(why, "; ")
 }
@@ -269,7 +283,7 @@ type raftLog struct{ d *Daemon }
 
 func (l raftLog) IsLeader() bool            { return l.d.raft.IsLeader() }
 func (l raftLog) Leader() string            { return l.d.raft.Leader() }
-func (l raftLog) Joined() bool              { return l.d.life.joined.Load() }
+func (l raftLog) Joined() bool              { return l.d.life.joined.Load() != 0 }
 func (l raftLog) Holders() quorum.Holders   { return l.d.raft.FSM().Holders() }
 func (l raftLog) History() []fencing.Record { return l.d.raft.FSM().State().History }
 func (l raftLog) SinceContact(leader string) (time.Duration, bool) {

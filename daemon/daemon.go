@@ -140,6 +140,9 @@ type fenceSide struct {
 	health    *health.Checker   // fence device checks (devicehealth.go)
 	devAlerts deviceAlerts      // alerts of device health changes (alerting.go)
 	unfence   *unfence.Unfencer // unfencing at start (unfencing.go)
+	// leftOpen are the sessions the last daemon left open on devices,
+	// closed at Run (sessions.go).
+	leftOpen *leftOpen
 }
 
 // servers are the daemon's listeners.
@@ -162,9 +165,9 @@ type lifetime struct {
 	dataDir *dataDirLock
 
 	stopping   atomic.Bool
-	joined     atomic.Bool // applied the leader's commit index as of the first ask (driver.Log.Joined)
 	started    quorum.Mono
 	lastBeat   atomic.Int64 // quorum.Mono of the main loop's last progress
+	joined     atomic.Int64 // quorum.Mono of joining the cluster; 0 before (lifecycle.go)
 	stallAfter time.Duration
 }
 
@@ -237,7 +240,7 @@ func open(cfg *config.Config, opts Options) (*Daemon, error) {
 	d.metrics = newMetrics(scrape{status: d.StatusNow, devices: func() []health.Health { return d.fence.health.All() },
 		history: func() []fencing.Record { return d.raft.FSM().State().History }, resources: d.resourceStatus})
 	d.alerts = newAlerts(cfg, d.log, d.metrics)
-	d.fence.health = newDeviceChecker(cfg, d.log, d.fence.engine, d.deviceChecked, d.wantWarm)
+	d.fence.health = newDeviceChecker(cfg, d.log, d.fence.engine, d.deviceChecked, d.wantWarm, func(string) { d.nudgeControl() }, d.closeLeft)
 	d.fence.unfence = newUnfencer(cfg, d.registry(), d.fence.engine, d.KnownEpoch)
 	self, _ := cfg.NodeByName(cfg.Node)
 	if d.opts.Resource == nil && !self.Witness() {
@@ -285,6 +288,8 @@ func open(cfg *config.Config, opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.raft = r
+	// The raft log holds data_dir: no other daemon writes the journal.
+	d.fence.leftOpen = openSessionJournal(cfg, ro.InMemory, d.fence.engine, d.log.With("component", "sessions"))
 	m, err := quorum.JoinMembership(quorum.MembershipOptions{
 		Self: cfg.Node, Peers: peers, Key: key, Transport: opts.GossipTransport,
 		Logger: d.log, Handler: d.handleForward,
@@ -337,6 +342,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.life.tasks.Go(func() { d.controlLoop(d.life.hardCtx, stopLoop) })
 	d.life.tasks.Go(func() { d.metaLoop(d.ctl.loopDone) })
 	d.life.tasks.Go(func() { d.fence.health.Run(d.life.hardCtx) })
+	d.life.tasks.Go(func() { d.closeUnwatched(d.life.hardCtx) })
 	d.life.tasks.Go(func() { d.warmLoop(d.ctl.loopDone) })
 	d.life.tasks.Go(func() { d.alerts.Run(d.life.hardCtx) })
 	d.life.tasks.Go(func() { d.configLoop(d.ctl.loopDone) })

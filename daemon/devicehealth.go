@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"log/slog"
 	"maps"
 	"slices"
@@ -20,12 +21,16 @@ import (
 // configuration order), every devices.NAME.monitor_interval.
 // A check's result goes to observe; warm says whether to hold a device's
 // session open (wantWarm).
-func newDeviceChecker(cfg *config.Config, log *slog.Logger, engine *stonith.Engine, observe func(health.Health), warm func(string) bool) *health.Checker {
+// sessionChanged is told when a device's session opens, closes or was
+// tried (sessionsPending); beforeFirst runs before a device's first check
+// (closeLeft).
+func newDeviceChecker(cfg *config.Config, log *slog.Logger, engine *stonith.Engine, observe func(health.Health), warm func(string) bool,
+	sessionChanged func(string), beforeFirst func(context.Context, string)) *health.Checker {
 	return health.New(health.Options{
 		Self: cfg.Node, Devices: deviceWatchList(cfg), Check: engine.Monitor, Logger: log.With("component", "health"),
 		DefaultTimeout: cfg.Timing.FenceTimeout.D(), Observe: observe,
 		Keep: func(dev health.Device) (health.Keeper, error) { return engine.Keep(dev.Target) },
-		Warm: warm,
+		Warm: warm, WarmTimeout: sessionsAtJoin, SessionChanged: sessionChanged, BeforeFirst: beforeFirst,
 	})
 }
 
@@ -171,7 +176,7 @@ func (d *Daemon) deviceHealth(name string) api.DeviceHealth {
 	}
 	out := api.DeviceHealth{State: h.State, ErrorKind: h.Kind, Error: h.Error, Failures: h.Failures,
 		IntervalSeconds: h.Interval.Seconds(), LastCheck: wallPtr(h.LastCheck), Since: wallPtr(h.Since),
-		CheckingSince: wallPtr(h.Checking)}
+		CheckingSince: wallPtr(h.Checking), Session: h.Session, Note: h.Note}
 	if !h.LastCheck.IsZero() {
 		out.LatencyMillis = float64(h.Latency.Microseconds()) / 1000
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/fenced/fenced/quorum"
@@ -25,10 +26,11 @@ func (d *Daemon) notify(state string) {
 
 // lifecycle tells the service manager about the daemon: READY=1 once it
 // has joined the cluster (a leader is known and this node applied the
-// state up to what that leader had committed when asked), WATCHDOG=1
+// state up to what that leader had committed when asked) and opened the
+// fence device sessions it should hold (sessionsPending), WATCHDOG=1
 // while the main loop beats, STATUS= with role and epoch.
 func (d *Daemon) lifecycle(done <-chan struct{}) {
-	ready := false
+	joined, ready := false, false
 	var target uint64 // the leader's commit index, once learned
 	var lastStatus string
 	// Until it joined it looks twice a second; then the status line
@@ -57,19 +59,30 @@ func (d *Daemon) lifecycle(done <-chan struct{}) {
 			wait = min(wait, w/4)
 		}
 		t.Reset(wait) // Go ≥ 1.23: no stale tick after Reset
-		if !ready && target == 0 && d.raft.Leader() != "" {
+		if !joined && target == 0 && d.raft.Leader() != "" {
 			target = d.leaderCommit()
 		}
-		if !ready && target > 0 && d.raft.AppliedIndex() >= target {
-			ready = true
-			d.life.joined.Store(true)
+		if !joined && target > 0 && d.raft.AppliedIndex() >= target {
+			joined = true
+			d.life.joined.Store(int64(quorum.Now()))
 			d.log.Info("joined the cluster", "leader", d.raft.Leader(), "epoch", d.KnownEpoch(), "index", d.raft.AppliedIndex())
-			d.notify("READY=1")
+			if pending := d.sessionsPending(); len(pending) > 0 {
+				d.log.Info("opening fence device sessions before reporting ready", "devices", strings.Join(pending, ","), "at_most", sessionsAtJoin)
+			}
+			d.nudgeControl() // the bound of sessionsPending runs from now
+		}
+		if joined && !ready {
+			if pending := d.sessionsPending(); len(pending) == 0 {
+				ready = true
+				d.log.Info("ready", "after_join", quorum.Since(quorum.Mono(d.life.joined.Load())).Round(time.Millisecond))
+				d.notify("READY=1")
+				d.nudgeControl()
+			}
 		}
 		if w := d.opts.WatchdogInterval; w > 0 && quorum.Since(quorum.Mono(d.life.lastBeat.Load())) < w/2 {
 			d.notify("WATCHDOG=1")
 		}
-		if s := d.statusLine(ready); s != lastStatus {
+		if s := d.statusLine(joined, ready); s != lastStatus {
 			lastStatus = s
 			d.notify("STATUS=" + s)
 		}
@@ -110,9 +123,12 @@ func (d *Daemon) answerCommit() ([]byte, error) {
 	return json.Marshal(commitResp{Index: d.raft.CommitIndex()})
 }
 
-func (d *Daemon) statusLine(joined bool) string {
+func (d *Daemon) statusLine(joined, ready bool) string {
 	if !joined {
 		return "joining the cluster"
+	}
+	if !ready {
+		return "joined the cluster, opening fence device sessions"
 	}
 	st := d.raft.FSM().Holders()
 	switch role := d.Role(); role {

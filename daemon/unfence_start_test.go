@@ -384,6 +384,18 @@ func TestProbeLeftoverIsFencedByTheHolder(t *testing.T) {
 	waitBlocked(t, other)
 	confirmDown(t, other, p, "mistaken: its writer still runs")
 	q, e2 := successorWriting(t, c, p, e1)
+	// The takeover's fence may still be in flight when the confirmation
+	// lands: it ends with its try (a held session's power-off waits out
+	// its resends), and a BMC that answered again meanwhile would make it
+	// succeed, so that the fence this test is about never comes.
+	waitUntil(t, "the blocked takeover's fence of "+p.Name+" to end", 20*time.Second, func() bool {
+		for _, r := range history(t, q, p.Name) {
+			if r.Kind == fencing.KindFence && r.Outcome == fencing.OutcomePending {
+				return false
+			}
+		}
+		return true
+	})
 
 	c.BMCs[p.Index].SetSilent(false)
 	if err := p.Start(); err != nil {

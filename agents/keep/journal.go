@@ -52,12 +52,12 @@ type journalFile struct {
 	Sessions []agents.SessionRecord `json:"sessions"`
 }
 
-// OpenJournal opens the journal at path and returns the sessions it lists:
-// those the previous process left open, which stay in the journal until
-// they are reported closed. A missing file lists none. A file that cannot
-// be read or is not a journal, and one last written more than
-// JournalStaleAfter ago, list none either: the log says why, and the next
-// write replaces the file.
+// OpenJournal opens the journal at path ("" keeps it in memory only) and
+// returns the sessions it lists: those the previous process left open,
+// which stay in the journal until they are reported closed. A missing file
+// lists none. A file that cannot be read or is not a journal, and one last
+// written more than JournalStaleAfter ago, list none either: the log says
+// why, and the next write replaces the file.
 func OpenJournal(path string, log *slog.Logger) (*Journal, []agents.SessionRecord) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -68,6 +68,9 @@ func OpenJournal(path string, log *slog.Logger) (*Journal, []agents.SessionRecor
 }
 
 func (j *Journal) read() []agents.SessionRecord {
+	if j.path == "" {
+		return nil
+	}
 	b, err := os.ReadFile(j.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -138,6 +141,9 @@ func same(a, b agents.SessionRecord) bool {
 }
 
 func (j *Journal) writeLocked() {
+	if j.path == "" {
+		return
+	}
 	err := j.write()
 	switch {
 	case err != nil && !j.failing:

@@ -90,7 +90,9 @@ func pathCell(st *api.Status, node string) string {
 	return "-"
 }
 
-// healthCells are a device's HEALTH, CHECKED, LATENCY and ERROR columns.
+// healthCells are a device's HEALTH, CHECKED, LATENCY and ERROR columns;
+// HEALTH says whether this node holds a session open on it, ERROR what a
+// passing check noted (a BMC without a free session slot).
 func healthCells(h api.DeviceHealth, now time.Time) (state, checked, latency, errText string) {
 	state, checked, latency, errText = cell(h.State), "-", "-", "-"
 	switch h.State {
@@ -105,6 +107,12 @@ func healthCells(h api.DeviceHealth, now time.Time) (state, checked, latency, er
 	case api.HealthUnmonitored:
 		state = "not checked here"
 	}
+	switch h.Session {
+	case "held":
+		state += ", session held"
+	case "opening":
+		state += ", opening session"
+	}
 	if h.LastCheck != nil {
 		checked = shortAgo(now.Sub(*h.LastCheck)) + " ago"
 		latency = (time.Duration(h.LatencyMillis * float64(time.Millisecond))).Round(time.Millisecond).String()
@@ -114,6 +122,8 @@ func healthCells(h api.DeviceHealth, now time.Time) (state, checked, latency, er
 	}
 	if h.Error != "" {
 		errText = api.EscapeText(h.Error)
+	} else if h.Note != "" {
+		errText = api.EscapeText(h.Note)
 	}
 	return
 }

@@ -237,6 +237,12 @@ type DeviceHealth struct {
 	IntervalSeconds float64 `json:"intervalSeconds,omitempty"`
 	// CheckingSince is when the check now running started.
 	CheckingSince *time.Time `json:"checkingSince,omitempty"`
+	// Session is "held" while this node holds a session open on the device
+	// for the next fence, "opening" while a check opens one.
+	Session string `json:"session,omitempty"`
+	// Note is what a passing check found that is worth knowing, e.g. "BMC
+	// has no free session slot: checked on the held session".
+	Note string `json:"note,omitempty"`
 }
 
 // Fence path states (FencePath.State).

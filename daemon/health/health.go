@@ -43,6 +43,15 @@
 // it); the agent's own request timeouts still give a dead device up
 // fast. A fence never waits behind a check: checks do not hold the kept
 // session (they log in on a new one), and a keep-alive yields to a fence.
+// A Rewarm that arrives while a device's check runs is not lost: the
+// device asks Warm as soon as the check is done.
+//
+// Each device's Health says whether its session is held (Session), and
+// whether a check has tried to open one to keep since the checker started
+// (WarmTried): the daemon holds a node that just joined back from primacy
+// until every session it should hold is open or was tried. A check that
+// passed on the held session because the BMC had no free slot for a new
+// one says so (Note).
 package health
 
 import (
@@ -108,7 +117,31 @@ type Health struct {
 	Interval time.Duration
 	// Checking is when the running check started; zero when none runs.
 	Checking time.Time
+	// Session is SessionHeld while the device's kept agent holds a session
+	// for the next fence, SessionOpening while a check opens one to keep,
+	// "" otherwise.
+	Session string
+	// KeepsSession: the device's kept agent can hold a session; WarmTried:
+	// a check asked to keep its session has finished (opened it or failed)
+	// since the checker started.
+	KeepsSession, WarmTried bool
+	// Note is what the last check found that is not a failure but should
+	// be known (NoteNoFreeSlot).
+	Note string
 }
+
+// Session states of a device (Health.Session).
+const (
+	SessionHeld    = "held"
+	SessionOpening = "opening"
+)
+
+// NoteNoFreeSlot: the check passed on the held session, because the BMC
+// had no free session slot for a new one (every slot taken: by other
+// clients, or by sessions a crashed process left open until the BMC
+// expires them); a changed password is not noticed meanwhile, and nothing
+// else can log in.
+const NoteNoFreeSlot = "BMC has no free session slot: checked on the held session"
 
 // Device is one device to watch.
 type Device struct {
@@ -137,6 +170,12 @@ type Keeper interface {
 	// Drop logs out the held session.
 	Drop()
 	Close() error
+}
+
+// SlotReporter is a Keeper that says whether its last check found no free
+// session slot on the device (agents.SlotReporter).
+type SlotReporter interface {
+	NoFreeSlot() bool
 }
 
 // Options configure a Checker.
@@ -170,6 +209,13 @@ type Options struct {
 	Observe func(h Health)
 	// Now is the wall clock for the times shown (default time.Now).
 	Now func() time.Time
+	// SessionChanged, when set, is told when a kept device's Session or
+	// WarmTried changes.
+	SessionChanged func(device string)
+	// BeforeFirst, when set, runs before a device's first check (the
+	// daemon closes there the sessions a crashed process left open on the
+	// device, which may take the slots the check is about to need).
+	BeforeFirst func(ctx context.Context, device string)
 }
 
 // Checker checks devices on their intervals and keeps the results. Its
@@ -185,8 +231,10 @@ type Checker struct {
 	// reconf hands Run a new device list (Reconfigure).
 	reconf chan []Device
 	// rewarm is closed (and replaced) by Rewarm: kept devices ask Warm
-	// again at once.
-	rewarm chan struct{}
+	// again at once; rewarms counts them, so that a device busy with a
+	// check when one came asks once it is done.
+	rewarm  chan struct{}
+	rewarms uint64
 }
 
 // New returns a monitor of o.Devices; Run starts the checks.
@@ -231,13 +279,16 @@ func (m *Checker) Rewarm() {
 	m.mu.Lock()
 	close(m.rewarm)
 	m.rewarm = make(chan struct{})
+	m.rewarms++
 	m.mu.Unlock()
 }
 
-func (m *Checker) rewarmed() <-chan struct{} {
+// rewarmed returns the channel the next Rewarm closes, and how many came
+// before.
+func (m *Checker) rewarmed() (<-chan struct{}, uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.rewarm
+	return m.rewarm, m.rewarms
 }
 
 // Run checks every device on its interval until ctx ends, and returns once
@@ -423,6 +474,9 @@ func (m *Checker) setChecking(device string, at time.Time) {
 // watchKept is watch for a device checked through its kept agent, which
 // it owns: it builds it first and closes it last.
 func (m *Checker) watchKept(ctx context.Context, d Device) {
+	if m.o.BeforeFirst != nil {
+		m.o.BeforeFirst(ctx, d.Name)
+	}
 	k, err := m.o.Keep(d)
 	if err != nil {
 		// A configuration error (the agent cannot be built): every check
@@ -432,6 +486,13 @@ func (m *Checker) watchKept(ctx context.Context, d Device) {
 		return
 	}
 	defer k.Close()
+	if k.KeepAliveInterval() > 0 {
+		m.mu.Lock()
+		if h, ok := m.health[d.Name]; ok {
+			h.KeepsSession = true
+		}
+		m.mu.Unlock()
+	}
 	warm := func() bool { return m.o.Warm != nil && m.o.Warm(d.Name) }
 	// kept: the last check was asked to keep its session and succeeded.
 	kept := false
@@ -443,11 +504,23 @@ func (m *Checker) watchKept(ctx context.Context, d Device) {
 		}
 		var err error
 		held := k.Holds()
+		if keep && !held {
+			m.setSession(d.Name, SessionOpening, false)
+		}
 		m.run(ctx, d, atLeast, func(cctx context.Context) error { err = k.Check(cctx, keep); return err })
+		if ctx.Err() != nil {
+			return
+		}
 		kept = keep && err == nil
 		if kept && !held && k.Holds() {
 			m.log.Info("fence device session held for the next fence", "device", d.Name)
 		}
+		note := ""
+		if r, ok := k.(SlotReporter); ok && err == nil && r.NoFreeSlot() {
+			note = NoteNoFreeSlot
+		}
+		m.setNote(d.Name, note)
+		m.setSession(d.Name, sessionOf(k), keep)
 	}
 	next := time.Now().Add(phase(m.o.Self, d.Name, min(m.o.FirstWithin, d.Interval)))
 	poll := min(m.o.WarmPoll, d.Interval)
@@ -455,16 +528,22 @@ func (m *Checker) watchKept(ctx context.Context, d Device) {
 	wanted := false // Warm's answer at the last poll
 	t := time.NewTimer(min(time.Until(next), poll))
 	defer t.Stop()
+	_, seen := m.rewarmed()
 	for {
-		rewarm := m.rewarmed()
-		asked := false
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-rewarm:
-			asked = true
+		rewarm, n := m.rewarmed()
+		// A Rewarm during the last round (a check can be long) is
+		// answered now, without waiting.
+		asked := n != seen
+		if !asked {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			case <-rewarm:
+				asked = true
+			}
 		}
+		_, seen = m.rewarmed()
 		now := time.Now()
 		if !asked && !now.Before(next) {
 			checkNow()
@@ -491,6 +570,7 @@ func (m *Checker) watchKept(ctx context.Context, d Device) {
 			case !want && holds:
 				kept = false
 				k.Drop()
+				m.setSession(d.Name, "", false)
 				m.log.Info("fence device session logged out: no longer needed here", "device", d.Name)
 			case want && holds && !asked && now.Sub(lastUse) >= ka:
 				if err := k.KeepAlive(ctx); err != nil && ctx.Err() == nil {
@@ -499,8 +579,47 @@ func (m *Checker) watchKept(ctx context.Context, d Device) {
 				}
 				lastUse = time.Now()
 			}
+			if ctx.Err() == nil {
+				// A fence may have replaced or lost the session meanwhile.
+				m.setSession(d.Name, sessionOf(k), false)
+			}
 		}
 		t.Reset(max(min(time.Until(next), poll), 0))
+	}
+}
+
+// sessionOf is Health.Session for what k holds now.
+func sessionOf(k Keeper) string {
+	if k.Holds() {
+		return SessionHeld
+	}
+	return ""
+}
+
+// setSession records device's session state; tried records that a check
+// asked to keep its session has finished.
+func (m *Checker) setSession(device, session string, tried bool) {
+	m.mu.Lock()
+	h, ok := m.health[device]
+	changed := ok && (h.Session != session || (tried && !h.WarmTried))
+	if ok {
+		h.Session = session
+		h.WarmTried = h.WarmTried || tried
+	}
+	m.mu.Unlock()
+	if changed && m.o.SessionChanged != nil {
+		m.o.SessionChanged(device)
+	}
+}
+
+func (m *Checker) setNote(device, note string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if h, ok := m.health[device]; ok {
+		if note != "" && h.Note == "" {
+			m.log.Warn("fence device check passed on the held session: the BMC has no free session slot", "device", device)
+		}
+		h.Note = note
 	}
 }
 

@@ -134,3 +134,81 @@ func TestRewarm(t *testing.T) {
 	m.Rewarm()
 	waitFor(t, "a session opened again", time.Second, func() bool { _, keeps, _, _ := k.get(); return keeps == 2 && k.Holds() })
 }
+
+// slowKeeper is a fakeKeeper whose checks wait for release, and whose BMC
+// may have no free slot.
+type slowKeeper struct {
+	fakeKeeper
+	release chan struct{}
+	full    atomic.Bool
+}
+
+func (k *slowKeeper) Check(ctx context.Context, keep bool) error {
+	select {
+	case <-k.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return k.fakeKeeper.Check(ctx, keep)
+}
+
+func (k *slowKeeper) NoFreeSlot() bool { return k.full.Load() }
+
+// A Rewarm that comes while the device's check runs (a check can be long:
+// a login over a slow path) is answered as soon as the check is done, not
+// at the next poll: a node that just learnt whom it may have to fence
+// opens the session at once.
+func TestRewarmDuringACheck(t *testing.T) {
+	k := &slowKeeper{release: make(chan struct{})}
+	var warm atomic.Bool
+	m := New(Options{Self: "n", Devices: devs(time.Hour, "bmc"), FirstWithin: time.Millisecond, WarmPoll: time.Hour,
+		Keep: func(Device) (Keeper, error) { return k, nil },
+		Warm: func(string) bool { return warm.Load() }})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	waitFor(t, "the first check to start", time.Second, func() bool { h, _ := m.Get("bmc"); return !h.Checking.IsZero() })
+	warm.Store(true)
+	m.Rewarm()
+	close(k.release)
+	waitFor(t, "a check that keeps its session", time.Second, func() bool { _, keeps, _, _ := k.get(); return keeps == 1 && k.Holds() })
+}
+
+// Health says whether the session is held, whether a check has tried to
+// open one to keep, and that a check passed on the held session because
+// the BMC had no free slot; SessionChanged is told.
+func TestSessionInHealth(t *testing.T) {
+	k := &slowKeeper{release: make(chan struct{})}
+	close(k.release)
+	var warm atomic.Bool
+	var changes atomic.Int32
+	m := New(Options{Self: "n", Devices: devs(time.Hour, "bmc"), FirstWithin: time.Hour, WarmPoll: time.Hour,
+		Keep:           func(Device) (Keeper, error) { return k, nil },
+		Warm:           func(string) bool { return warm.Load() },
+		SessionChanged: func(string) { changes.Add(1) }})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	waitFor(t, "the device watched", time.Second, func() bool { h, _ := m.Get("bmc"); return h.KeepsSession })
+	if h, _ := m.Get("bmc"); h.Session != "" || h.WarmTried {
+		t.Fatalf("before any check: %+v", h)
+	}
+	warm.Store(true)
+	k.full.Store(true)
+	m.Rewarm()
+	waitFor(t, "the session held", time.Second, func() bool { h, _ := m.Get("bmc"); return h.Session == SessionHeld })
+	h, _ := m.Get("bmc")
+	if !h.WarmTried || h.Note != NoteNoFreeSlot || changes.Load() == 0 {
+		t.Fatalf("held on a full BMC: %+v, %d changes told", h, changes.Load())
+	}
+	warm.Store(false)
+	m.Rewarm()
+	waitFor(t, "the session logged out", time.Second, func() bool { h, _ := m.Get("bmc"); return h.Session == "" })
+	if h, _ := m.Get("bmc"); !h.WarmTried {
+		t.Fatalf("after the logout: %+v", h)
+	}
+}

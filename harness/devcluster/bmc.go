@@ -26,7 +26,7 @@ func (c *Cluster) startBMCs(cfg *config.Config) error {
 		cfg.Devices = map[string]config.Device{}
 	}
 	for i := range cfg.Nodes {
-		b, err := ipmisim.StartBMC(ipmisim.BMCConfig{
+		bc := ipmisim.BMCConfig{
 			Password:  BMCPassword,
 			PoweredOn: true,
 			OnPowerOff: func() error {
@@ -44,7 +44,11 @@ func (c *Cluster) startBMCs(cfg *config.Config) error {
 				}
 				return c.Nodes[i].Start()
 			},
-		})
+		}
+		if c.Opts.BMCConfig != nil {
+			c.Opts.BMCConfig(i, &bc)
+		}
+		b, err := ipmisim.StartBMC(bc)
 		if err != nil {
 			c.closeBMCs()
 			return err

@@ -55,6 +55,8 @@ type Options struct {
 	// BMC gives every node a simulated IPMI BMC whose power-off kills the
 	// node (see startBMCs); each node is fenced through its BMC.
 	BMC bool
+	// BMCConfig adjusts node i's simulated BMC (its session slots, ...).
+	BMCConfig func(i int, c *ipmisim.BMCConfig)
 	// Store runs a token-checking storage stand-in; every node's storage
 	// is a writer that writes to it with its epoch.
 	Store bool
