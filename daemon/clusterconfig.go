@@ -50,11 +50,53 @@ const (
 type ownConfig struct {
 	hash string
 	keys map[string]string
+	// witness: this node is a witness, and keys leave the resource group
+	// out (config.WitnessKeys).
+	witness bool
 }
 
 func (d *Daemon) setOwnConfig(c *config.Config) {
 	keys := c.ClusterKeys()
-	d.conf.own.Store(&ownConfig{hash: quorum.FingerprintOf(keys), keys: keys})
+	self, _ := c.NodeByName(c.Node)
+	d.conf.own.Store(&ownConfig{hash: quorum.FingerprintOf(keys), keys: keys, witness: self.Witness()})
+}
+
+// A witness runs no resource and is compared by the rest of the
+// configuration alone: it advertises the fingerprint of that part
+// (config.ClusterKeys leaves the group out on a witness), and matches a
+// configuration whose part without the group it runs.
+
+// witnessView is the fingerprint and per-key hashes of keys' part without
+// the resource group: what a witness runs of that configuration.
+func witnessView(keys map[string]string) (string, map[string]string) {
+	w := config.WitnessKeys(keys)
+	return quorum.FingerprintOf(w), w
+}
+
+// runs reports whether a node that advertises a runs the configuration
+// (hash, keys): a data node when it advertises hash; a witness when it
+// advertises the fingerprint of its part without the group, or hash itself
+// (a witness of a fenced from before this rule).
+func runs(a advert, hash string, keys map[string]string) bool {
+	switch {
+	case a.hash == "":
+		return false
+	case a.hash == hash:
+		return true
+	case a.witness:
+		w, _ := witnessView(keys)
+		return a.hash == w
+	}
+	return false
+}
+
+// differingFrom lists the keys in which a node whose per-key hashes are
+// theirs (a witness's when witness) differs from the configuration keys.
+func differingFrom(theirs map[string]string, witness bool, keys map[string]string) []string {
+	if witness {
+		_, keys = witnessView(keys)
+	}
+	return config.DifferingKeys(theirs, keys)
 }
 
 // OwnFingerprint is the fingerprint of this node's cluster-wide
@@ -154,32 +196,75 @@ func majorityHash(ads []advert, need int) string {
 }
 
 // configEligibility says why a node running own may not take primacy
-// because of its configuration ("" = it may).
-func configEligibility(own *ownConfig, committed *quorum.ConfigFingerprint, ads []advert, majority int) string {
+// because of its configuration ("" = it may). remote holds the per-key
+// hashes fetched from other nodes: before a configuration is committed,
+// they name the keys in which the nodes differ.
+func configEligibility(own *ownConfig, committed *quorum.ConfigFingerprint, ads []advert, majority int, remote map[string]remoteKeys) string {
 	if committed != nil {
-		if own.hash == committed.Hash {
+		self := advert{hash: own.hash, witness: own.witness}
+		if runs(self, committed.Hash, committed.Keys) {
 			return ""
 		}
-		keys := config.DifferingKeys(own.keys, committed.Keys)
-		return fmt.Sprintf("CONFIG MISMATCH: this node's configuration (fingerprint %s) differs from the cluster's (%s, committed by %s) in %s",
-			own.hash, committed.Hash, committed.By, keyList(keys))
+		keys := differingFrom(own.keys, own.witness, committed.Keys)
+		return withHint(fmt.Sprintf("CONFIG MISMATCH: this node's configuration (fingerprint %s) differs from the cluster's (%s, committed by %s) in %s",
+			own.hash, committed.Hash, committed.By, keyList(keys)), keys)
 	}
-	switch m := majorityHash(ads, majority); m {
-	case own.hash:
+	if own.witness {
+		// Nothing to compare a witness's part with before the data nodes
+		// agree; and it never holds primacy anyway.
 		return ""
-	case "":
-		var seen []string
-		for _, a := range ads {
-			h := a.hash
-			if h == "" {
-				h = "not seen"
-			}
-			seen = append(seen, a.node+" "+h)
-		}
-		return "waiting for a majority of the configured nodes to run one configuration (" + strings.Join(seen, ", ") + ")"
-	default:
+	}
+	if agreeing(own, ads) >= majority {
+		return ""
+	}
+	if m := majorityHash(ads, majority); m != "" && m != own.hash {
 		return fmt.Sprintf("CONFIG MISMATCH: this node's configuration (fingerprint %s) differs from the one a majority of the nodes runs (%s)", own.hash, m)
 	}
+	var seen, diffs []string
+	var all []string
+	for _, a := range ads {
+		h := a.hash
+		if h == "" {
+			h = "not seen"
+		}
+		seen = append(seen, a.node+" "+h)
+		if a.hash == "" || runs(a, own.hash, own.keys) {
+			continue
+		}
+		r, ok := remote[a.node]
+		if !ok || r.hash != a.hash || r.err != "" {
+			continue
+		}
+		keys := differingFrom(r.keys, a.witness, own.keys)
+		all = append(all, keys...)
+		diffs = append(diffs, fmt.Sprintf("from %s's in %s", a.node, keyList(keys)))
+	}
+	why := "waiting for a majority of the configured nodes to run one configuration (" + strings.Join(seen, ", ") + ")"
+	if len(diffs) > 0 {
+		why += "; this node's differs " + strings.Join(diffs, ", ")
+	}
+	return withHint(why, all)
+}
+
+// agreeing counts the nodes that run own's configuration, this one among
+// them.
+func agreeing(own *ownConfig, ads []advert) int {
+	n := 0
+	for _, a := range ads {
+		if runs(a, own.hash, own.keys) {
+			n++
+		}
+	}
+	return n
+}
+
+// withHint adds to why how to declare the keys that may be a node's own
+// (config.NodeLocalHint), if any are among keys.
+func withHint(why string, keys []string) string {
+	if h := config.NodeLocalHint(slices.Compact(slices.Sorted(slices.Values(keys)))); h != "" {
+		return why + "; " + h
+	}
+	return why
 }
 
 // keyList names at most 10 keys.
@@ -191,19 +276,23 @@ func keyList(keys []string) string {
 }
 
 // toCommit says whether the leader, running own, should commit its own
-// fingerprint, and why.
-func toCommit(own string, committed *quorum.ConfigFingerprint, ads []advert, majority int) (bool, string) {
+// fingerprint, and why. A witness's is never committed: it lacks the
+// resource group, which every data node would then differ in.
+func toCommit(own *ownConfig, committed *quorum.ConfigFingerprint, ads []advert, majority int) (bool, string) {
+	if own.witness {
+		return false, ""
+	}
 	if committed == nil {
-		if majorityHash(ads, majority) == own {
+		if agreeing(own, ads) >= majority {
 			return true, "a majority of the configured nodes runs it"
 		}
 		return false, ""
 	}
-	if committed.Hash == own {
+	if committed.Hash == own.hash {
 		return false, ""
 	}
 	for _, a := range ads {
-		if !a.alive || a.hash != own {
+		if !a.alive || !runs(a, own.hash, own.keys) {
 			return false, ""
 		}
 	}
@@ -222,7 +311,7 @@ func noEligibleWarning(committed *quorum.ConfigFingerprint, ads []advert) string
 			continue
 		}
 		data++
-		if a.hash != committed.Hash {
+		if !runs(a, committed.Hash, committed.Keys) {
 			differing++
 		}
 	}
@@ -242,7 +331,10 @@ func (d *Daemon) configStep(now time.Time) {
 	ads := d.adverts()
 	majority := d.cfg.Majority()
 
-	reason := configEligibility(own, committed, ads, majority)
+	cw.mu.Lock()
+	remote := maps.Clone(cw.remote)
+	cw.mu.Unlock()
+	reason := configEligibility(own, committed, ads, majority, remote)
 	cw.mu.Lock()
 	prevReason := cw.selfReason
 	cw.selfReason = reason
@@ -276,7 +368,7 @@ func (d *Daemon) configStep(now time.Time) {
 	}
 
 	if d.raft.IsLeader() && now.After(cw.commitAfter) {
-		if ok, why := toCommit(own.hash, committed, ads, majority); ok {
+		if ok, why := toCommit(own, committed, ads, majority); ok {
 			fp := &quorum.ConfigFingerprint{Hash: own.hash, Keys: own.keys, Node: d.self, By: "leader (" + why + ")", Time: now}
 			if _, err := d.raft.Apply(quorum.Command{Op: quorum.OpConfig, Config: fp}, d.commitTimeout()); err != nil {
 				d.log.Warn("commit the cluster's configuration fingerprint", "err", err)
@@ -291,10 +383,16 @@ func (d *Daemon) configStep(now time.Time) {
 }
 
 // fetchRemoteKeys asks every node whose fingerprint differs from the
-// committed one for its per-key hashes (once per fingerprint; again after
-// a failure 5s later), and forgets the rest.
+// committed one — before one is committed, from this node's — for its
+// per-key hashes (once per fingerprint; again after a failure 5s later),
+// and forgets the rest.
 func (d *Daemon) fetchRemoteKeys(committed *quorum.ConfigFingerprint, ads []advert, now time.Time) {
 	cw := &d.conf.cw
+	own := d.conf.own.Load()
+	hash, keys := own.hash, own.keys
+	if committed != nil {
+		hash, keys = committed.Hash, committed.Keys
+	}
 	cw.mu.Lock()
 	if cw.remote == nil {
 		cw.remote = map[string]remoteKeys{}
@@ -303,7 +401,7 @@ func (d *Daemon) fetchRemoteKeys(committed *quorum.ConfigFingerprint, ads []adve
 	for _, a := range ads {
 		r, ok := cw.remote[a.node]
 		switch {
-		case committed == nil || a.node == d.self || a.hash == "" || a.hash == committed.Hash:
+		case a.node == d.self || a.hash == "" || runs(a, hash, keys) || committed == nil && own.witness:
 			delete(cw.remote, a.node)
 		case !ok || r.hash != a.hash || (r.err != "" && now.Sub(r.fetched) > 5*time.Second):
 			ask = append(ask, a)
@@ -384,7 +482,9 @@ func (d *Daemon) quorumStep(now time.Time) {
 	}
 }
 
-// configStatus is the configuration part of the status.
+// configStatus is the configuration part of the status. Each node whose
+// configuration differs from the committed one — before one is committed,
+// from this node's — is marked, with the keys that differ when known.
 func (d *Daemon) configStatus(nodes []api.NodeStatus) *api.ConfigStatus {
 	own := d.conf.own.Load()
 	committed := d.raft.FSM().Config()
@@ -396,30 +496,75 @@ func (d *Daemon) configStatus(nodes []api.NodeStatus) *api.ConfigStatus {
 	remote := maps.Clone(cw.remote)
 	selfReason := cw.selfReason
 	cw.mu.Unlock()
+	hash, keys := own.hash, own.keys
 	if committed == nil {
 		cs.Match = selfReason == ""
-		return cs
+	} else {
+		cs.Committed, cs.CommittedBy, cs.CommittedNode = committed.Hash, committed.By, committed.Node
+		cs.CommittedAt = wallPtr(committed.Time)
+		hash, keys = committed.Hash, committed.Keys
+		cs.Match = runs(advert{hash: own.hash, witness: own.witness}, hash, keys)
+		if !cs.Match {
+			cs.Differing = differingFrom(own.keys, own.witness, keys)
+		}
 	}
-	cs.Committed, cs.CommittedBy, cs.CommittedNode = committed.Hash, committed.By, committed.Node
-	cs.CommittedAt = wallPtr(committed.Time)
-	cs.Match = own.hash == committed.Hash
-	if !cs.Match {
-		cs.Differing = config.DifferingKeys(own.keys, committed.Keys)
-	}
+	all := slices.Clone(cs.Differing)
 	for i := range nodes {
 		n := &nodes[i]
+		witness := d.kindOf(n.Name) == config.RoleWitness
 		switch {
-		case n.Config == "" || n.Config == committed.Hash:
+		case n.Config == "" || runs(advert{hash: n.Config, witness: witness}, hash, keys):
 		case n.Name == d.self:
 			n.ConfigMismatch, n.ConfigDiffering = true, cs.Differing
+		case committed == nil && own.witness:
+			// A witness has nothing of the group to compare the data
+			// nodes' by before a configuration is committed.
 		default:
 			n.ConfigMismatch = true
 			if r, ok := remote[n.Name]; ok && r.hash == n.Config && r.err == "" {
-				n.ConfigDiffering = config.DifferingKeys(r.keys, committed.Keys)
+				n.ConfigDiffering = differingFrom(r.keys, witness, keys)
+				all = append(all, n.ConfigDiffering...)
 			}
 		}
 	}
+	cs.Hint = config.NodeLocalHint(slices.Compact(slices.Sorted(slices.Values(all))))
 	return cs
+}
+
+// configKeys is what this node knows of the configurations' per-key
+// hashes: its own, the committed one, and each other node's — the
+// committed one's or this node's when it advertises that, else what was
+// fetched from it (fetchRemoteKeys).
+func (d *Daemon) configKeys() api.ConfigKeys {
+	own := d.conf.own.Load()
+	committed := d.raft.FSM().Config()
+	cw := &d.conf.cw
+	cw.mu.Lock()
+	remote := maps.Clone(cw.remote)
+	cw.mu.Unlock()
+	out := api.ConfigKeys{SchemaVersion: SchemaVersion, Node: d.self, Nodes: []api.KeyHashes{}}
+	if committed != nil {
+		out.Committed = &api.KeyHashes{Node: committed.Node, Fingerprint: committed.Hash, Keys: maps.Clone(committed.Keys)}
+	}
+	for _, a := range d.adverts() {
+		k := api.KeyHashes{Node: a.node, Witness: a.witness, Fingerprint: a.hash}
+		r, fetched := remote[a.node]
+		switch {
+		case a.hash == "":
+		case a.node == d.self || a.hash == own.hash:
+			k.Keys = maps.Clone(own.keys)
+		case committed != nil && runs(a, committed.Hash, committed.Keys):
+			k.Keys = committed.Keys
+			if a.witness && a.hash != committed.Hash {
+				_, k.Keys = witnessView(committed.Keys)
+			}
+			k.Keys = maps.Clone(k.Keys)
+		case fetched && r.hash == a.hash && r.err == "":
+			k.Keys = maps.Clone(r.keys)
+		}
+		out.Nodes = append(out.Nodes, k)
+	}
+	return out
 }
 
 // configAccept commits the fingerprint of node's configuration (default:
@@ -472,6 +617,9 @@ func (d *Daemon) configAcceptLocal(ctx context.Context, req AdminRequest) (json.
 			return nil, fmt.Errorf("%s answered a malformed configuration fingerprint", req.Node)
 		}
 	}
+	if d.kindOf(req.Node) == config.RoleWitness {
+		return nil, &userError{fmt.Errorf("%s is a witness: its configuration leaves the resource group out; accept a data node's", req.Node)}
+	}
 	ads := d.adverts()
 	eligible := false
 	for _, a := range ads {
@@ -493,7 +641,7 @@ func (d *Daemon) configAcceptLocal(ctx context.Context, req AdminRequest) (json.
 		reply.Previous = prev.Hash
 	}
 	for _, a := range ads {
-		if a.hash == keys.Hash || a.node == req.Node {
+		if runs(a, keys.Hash, keys.Keys) || a.node == req.Node {
 			continue
 		}
 		nc := api.NodeConfig{Node: a.node, Fingerprint: a.hash, State: "running another configuration"}

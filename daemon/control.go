@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -94,12 +95,19 @@ func (d *Daemon) async(work func() func()) {
 // leadership on.
 func (d *Daemon) SetIneligible(source, reason string) {
 	d.ctl.ineligibleMu.Lock()
+	was := len(d.ctl.ineligible) > 0
 	if reason == "" {
 		delete(d.ctl.ineligible, source)
 	} else {
 		d.ctl.ineligible[source] = reason
 	}
+	now := len(d.ctl.ineligible) > 0
 	d.ctl.ineligibleMu.Unlock()
+	if was != now {
+		// Advertised: a leader that may not hold primacy hands leadership
+		// only to a node that may (successor).
+		d.SetMetaNow()
+	}
 	d.nudgeControl()
 }
 
@@ -473,29 +481,52 @@ func (d *Daemon) runFence(ctx context.Context, req driver.FenceRequest) fencing.
 }
 
 // successor is the node a leader that may not hold primacy hands
-// leadership to (quorum.Successor), "" if none.
-func (d *Daemon) successor() string {
+// leadership to (quorum.Successor), "" if none; any is false when no other
+// node may hold primacy now: a witness or standby, or one that advertises
+// that it is not eligible (its unfencing at start, its probe or its
+// configuration).
+func (d *Daemon) successor() (to string, any bool) {
 	cfg := d.config()
 	standby := d.raft.FSM().Holders().Standby
 	alive := map[string]bool{}
+	ineligible := map[string]bool{}
 	for _, m := range d.members.Members() {
 		alive[m.Name] = m.State == "alive"
+		ineligible[m.Name] = m.Meta.Ineligible
 	}
 	silent := ""
 	if prev, since, heard := d.raft.PreviousLeader(); heard && since >= cfg.Timing.Tenure().Raft().Detect {
 		silent = prev
 	}
-	return quorum.Successor(rankOrder(cfg, standby, d.self), mayNotHold(cfg, standby), func(n string) bool { return alive[n] }, silent)
+	held := mayNotHold(cfg, standby)
+	mayNot := func(n string) bool { return held(n) || ineligible[n] }
+	voters := make([]string, len(cfg.Nodes))
+	for i, n := range cfg.Nodes {
+		voters[i] = n.Name
+	}
+	return quorum.Successor(quorum.RankOrder(voters, d.self, mayNot), mayNot, func(n string) bool { return alive[n] }, silent)
 }
 
 func (d *Daemon) commitTimeout() time.Duration { return d.cfg.Timing.Lease.D() }
 
 // transfer hands raft leadership to `to` ("" = the successor, see
-// successor; raft's choice when there is none).
+// successor; raft's choice when there is none). With no node that may hold
+// primacy it keeps leadership and returns tenure.ErrNoSuccessor: a
+// transfer would only move the same refusal on, and cost a raft term
+// each time.
 func (d *Daemon) transfer(to string) error {
 	var err error
 	if to == "" {
-		to = d.successor()
+		var any bool
+		if to, any = d.successor(); !any {
+			if !d.ctl.keptLeadership.Swap(true) {
+				d.log.Warn("no other node may hold primacy now (each is a witness, a standby or not eligible): keeping raft leadership until one may; this node does not take primacy either")
+			}
+			return tenure.ErrNoSuccessor
+		}
+	}
+	if d.ctl.keptLeadership.Swap(false) {
+		d.log.Info("a node that may hold primacy is back: handing leadership on", "to", cmp.Or(to, "any"))
 	}
 	if to != "" {
 		n, _ := d.cfg.NodeByName(to)
@@ -504,11 +535,7 @@ func (d *Daemon) transfer(to string) error {
 		err = d.raft.TransferLeadership()
 	}
 	if err != nil && !errors.Is(err, context.Canceled) {
-		target := to
-		if target == "" {
-			target = "any"
-		}
-		d.log.Warn("leadership transfer", "to", target, "err", err)
+		d.log.Warn("leadership transfer", "to", cmp.Or(to, "any"), "err", err)
 	}
 	return err
 }

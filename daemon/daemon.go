@@ -124,6 +124,9 @@ type control struct {
 
 	ineligibleMu sync.Mutex
 	ineligible   map[string]string // source → why this node may not take primacy
+	// keptLeadership: the last transfer found no node that may hold
+	// primacy, and leadership stayed here (logged once).
+	keptLeadership atomic.Bool
 }
 
 // wdogState is the watchdog device, armed while this node may hold the
@@ -467,7 +470,8 @@ func (d *Daemon) Epoch() uint64 { return d.ctl.view.Load().epoch }
 func (d *Daemon) KnownEpoch() uint64 { return d.raft.FSM().Holders().Epoch }
 
 func (d *Daemon) meta() quorum.Meta {
-	m := quorum.Meta{Role: d.Role(), Storage: d.Storage(), Version: api.Version, Config: d.conf.own.Load().hash, Boot: d.ctl.boot}
+	m := quorum.Meta{Role: d.Role(), Storage: d.Storage(), Version: api.Version, Config: d.conf.own.Load().hash, Boot: d.ctl.boot,
+		Ineligible: d.Ineligible() != ""}
 	if d.raft != nil {
 		m.Epoch = d.raft.FSM().Holders().Epoch
 		m.Raft = d.raft.RaftState()

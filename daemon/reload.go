@@ -103,8 +103,11 @@ func (d *Daemon) setLastReload(r *api.ReloadInfo) {
 	d.conf.cw.mu.Unlock()
 }
 
-// configRoutes serves reload and config accept.
+// configRoutes serves reload, config accept and the configurations' keys.
 func (d *Daemon) configRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /v1/config/keys", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, d.configKeys())
+	})
 	mux.HandleFunc("POST /v1/reload", func(w http.ResponseWriter, r *http.Request) {
 		reply, err := d.Reload(r.Context())
 		if err != nil {

@@ -559,15 +559,21 @@ func RankOrder(voters []string, leader string, ineligible func(string) bool) []s
 // was silent, and gossip takes seconds to see that). raft's own choice is
 // the most up-to-date voter, which can be exactly that node, and then the
 // transfer only times out. "" if there is none (raft's choice then).
-func Successor(order []string, mayNot, alive func(string) bool, silent string) string {
+//
+// any is false when no node of order may hold primacy at all: handing
+// leadership on would only hand the same refusal on, node after node, a
+// new raft term each time. The leader then keeps it (it still never
+// starts the group: that needs primacy, which it may not take).
+func Successor(order []string, mayNot, alive func(string) bool, silent string) (to string, any bool) {
 	for _, n := range order {
 		switch {
 		case mayNot(n):
-			return "" // the rest may not hold primacy either
+			continue
 		case !alive(n), n == silent:
+			any = true
 			continue
 		}
-		return n
+		return n, true
 	}
-	return ""
+	return "", any
 }

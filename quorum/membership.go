@@ -39,6 +39,11 @@ type Meta struct {
 	// Boot is the boot ID of the node's machine (fences record the boot
 	// their target was in).
 	Boot string `json:"o,omitempty"`
+	// Ineligible says the node may not take primacy now (its unfencing
+	// at start, its probe or its configuration): a leader that may not
+	// hold primacy does not hand leadership to it. An older fenced never
+	// sets it.
+	Ineligible bool `json:"i,omitempty"`
 }
 
 // Member is one configured node as this node sees it through gossip.

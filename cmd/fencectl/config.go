@@ -146,6 +146,9 @@ func configLines(st *api.Status, withTimes bool) []string {
 		}
 		out = append(out, fmt.Sprintf("CONFIG MISMATCH %s: runs %s; %s", cell(n.Name), cell(n.Config), cell(keys)))
 	}
+	if cs.Hint != "" {
+		out = append(out, cell(cs.Hint))
+	}
 	if cs.Warning != "" {
 		out = append(out, cell(cs.Warning))
 	}

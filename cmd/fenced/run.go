@@ -152,6 +152,13 @@ resources' programs. When the hostname names no configured node and neither
 note says that fenced run here needs --node. With --node, each OCF agent's
 validate-all also runs on this machine as that node.
 
+When a fenced answers on the file's api.socket (this machine's daemon), the
+file is also compared with the configuration the cluster committed and with
+each node's, as far as that daemon knows them: the keys that differ are named
+(never a value), with how to declare node-local those that may rightly be each
+node's own (storage.node_local, resources[].node_local, node_params). These are
+notes: they do not fail the check.
+
 On success it prints the fingerprint of the cluster-wide part of the
 configuration (what every node must agree on; see fencectl status): equal
 fingerprints on two nodes mean equal cluster-wide configurations.
@@ -179,6 +186,9 @@ Exit status 0 when valid, 3 when not.`,
 			}
 			for _, w := range daemon.Warnings(cfg, agents.Default) {
 				fmt.Fprintln(s.err, w)
+			}
+			if !offline {
+				compareWithCluster(cmd.Context(), cfg, s.err)
 			}
 			what := ""
 			switch {

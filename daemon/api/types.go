@@ -49,6 +49,11 @@ type ConfigStatus struct {
 	// Differing are the keys in which the node's differs from the
 	// committed one (names only).
 	Differing []string `json:"differing,omitempty"`
+	// Hint says how to declare node-local those of the keys that differ
+	// (this node's and the others') that may rightly be each node's own:
+	// the group's mount and hooks values (node_local), an OCF agent's
+	// parameters (node_params).
+	Hint string `json:"hint,omitempty"`
 	// Warning says that no running data node may take primacy, and what
 	// to do about it.
 	Warning    string      `json:"warning,omitempty"`
@@ -87,6 +92,31 @@ type ConfigAcceptReply struct {
 	// Differing are the nodes that do not run it (not eligible for
 	// primacy until they do).
 	Differing []NodeConfig `json:"differing"`
+}
+
+// ConfigKeys is the answer of GET /v1/config/keys: the per-key hashes of
+// the cluster's configuration and of each node's, as far as the node asked
+// knows them (`fenced validate` compares a file with them). Hashes only:
+// no value, and no secret, is in them.
+type ConfigKeys struct {
+	SchemaVersion int `json:"schemaVersion"`
+	// Node is the node asked.
+	Node string `json:"node"`
+	// Committed is the cluster's configuration; nil until one is
+	// committed.
+	Committed *KeyHashes `json:"committed,omitempty"`
+	// Nodes are the configured nodes, each with what it advertises.
+	Nodes []KeyHashes `json:"nodes"`
+}
+
+// KeyHashes is a configuration as hashes: its fingerprint and one hash
+// per cluster-wide key (nil when not known here). A witness's leave the
+// resource group out.
+type KeyHashes struct {
+	Node        string            `json:"node,omitempty"`
+	Witness     bool              `json:"witness,omitempty"`
+	Fingerprint string            `json:"fingerprint,omitempty"`
+	Keys        map[string]string `json:"keys,omitempty"`
 }
 
 // NodeConfig is one node's configuration fingerprint.
@@ -168,7 +198,8 @@ type NodeStatus struct {
 	Version     string     `json:"version"`
 	// Config is the fingerprint of the node's cluster-wide configuration
 	// as it advertises it; ConfigMismatch says it differs from the
-	// committed one, ConfigDiffering in which keys (when known).
+	// committed one (before one is committed: from the asked node's),
+	// ConfigDiffering in which keys (when known).
 	Config          string   `json:"config,omitempty"`
 	ConfigMismatch  bool     `json:"configMismatch,omitempty"`
 	ConfigDiffering []string `json:"configDiffering,omitempty"`

@@ -176,6 +176,13 @@ type Storage struct {
 	ChecksTokens bool `yaml:"checks_tokens,omitempty"`
 	// MonitorInterval is how often the monitor hook or mount check runs.
 	MonitorInterval Duration `yaml:"monitor_interval"`
+	// NodeLocal lists the values of mount and hooks that are this node's
+	// own ("mount.device", "mount.mountpoint", "hooks.start", …: the same
+	// disk under another name, a program installed elsewhere): each node
+	// gives its own, and they are left out of the cluster's configuration
+	// fingerprint. The list itself is part of it: every node must declare
+	// the same keys.
+	NodeLocal []string `yaml:"node_local,omitempty"`
 }
 
 // Mount is a filesystem mount.

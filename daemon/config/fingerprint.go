@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -38,6 +39,13 @@ import (
 // forms, whose values or paths may differ per node. A secret that differs
 // between nodes is therefore not detected; a device check finds it.
 //
+// The resource group's keys (storage.*, resources, resources.*: GroupKey)
+// are the data nodes' business. A witness runs none of it and may leave it
+// out of its file: its fingerprint is over the other keys alone
+// (WitnessKeys), whatever its file says of the group, and it is compared
+// with the cluster's by those keys too. Values that are each data node's
+// own are declared node-local (nodelocal.go) and left out.
+//
 // Keys added to the configuration after this scheme was introduced should
 // enter it only when set to a value other than their default, so that
 // upgrading fenced does not change the fingerprint of an unchanged file.
@@ -60,7 +68,8 @@ func SecretParam(name string) bool {
 }
 
 // ClusterValues returns the cluster-wide keys of c with their canonical
-// values (durations as Go writes them, so "3000ms" equals "3s").
+// values (durations as Go writes them, so "3000ms" equals "3s"); when c's
+// node (Node) is a witness, without the resource group's (WitnessKeys).
 func (c *Config) ClusterValues() map[string]string {
 	kv := map[string]string{}
 	set := func(k, v string) { kv[k] = v }
@@ -124,10 +133,14 @@ func (c *Config) ClusterValues() map[string]string {
 		params(p, d.Params)
 	}
 	s := c.Storage
+	storageSet := localSet("storage", s.NodeLocal, set)
 	if m := s.Mount; m != nil {
-		mount("storage.mount", m, set)
+		mount("storage.mount", m, storageSet)
 	}
-	hooks("storage.hooks", s.Hooks, set)
+	hooks("storage.hooks", s.Hooks, storageSet)
+	if len(s.NodeLocal) > 0 {
+		set("storage.node_local", strings.Join(slices.Sorted(slices.Values(s.NodeLocal)), ","))
+	}
 	set("storage.checks_tokens", strconv.FormatBool(s.ChecksTokens))
 	set("storage.monitor_interval", s.MonitorInterval.String())
 	if len(c.Resources) > 0 {
@@ -137,8 +150,11 @@ func (c *Config) ClusterValues() map[string]string {
 			p := "resources." + r.Name
 			for _, k := range r.givenKinds() {
 				if k.cluster != nil {
-					k.cluster(p, r, set)
+					k.cluster(p, r, localSet(p, r.NodeLocal, set))
 				}
+			}
+			if len(r.NodeLocal) > 0 {
+				set(p+".node_local", strings.Join(slices.Sorted(slices.Values(r.NodeLocal)), ","))
 			}
 			if r.ChecksTokens {
 				set(p+".checks_tokens", "true")
@@ -151,7 +167,28 @@ func (c *Config) ClusterValues() map[string]string {
 		}
 		set("resources", strings.Join(rn, ","))
 	}
+	if self, ok := c.NodeByName(c.Node); ok && self.Witness() {
+		return WitnessKeys(kv)
+	}
 	return kv
+}
+
+// GroupKey reports whether a cluster-wide key describes the resource group
+// (the storage shorthand or the resources): what only data nodes run.
+func GroupKey(key string) bool {
+	return key == "resources" || strings.HasPrefix(key, "resources.") || strings.HasPrefix(key, "storage.")
+}
+
+// WitnessKeys is keys (values or their hashes) without the resource
+// group's: the part of a configuration a witness runs and is compared by.
+func WitnessKeys[V any](keys map[string]V) map[string]V {
+	out := make(map[string]V, len(keys))
+	for k, v := range keys {
+		if !GroupKey(k) {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 func mount(p string, m *Mount, set func(k, v string)) {

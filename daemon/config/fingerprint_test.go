@@ -144,3 +144,94 @@ func TestRestartNeeded(t *testing.T) {
 		})
 	}
 }
+
+// Values of the group declared node-local may differ between nodes; the
+// declaration may not. Undeclared, they differ and the hint says how to
+// declare them.
+func TestNodeLocalValues(t *testing.T) {
+	noRes := fpBase + `storage:
+  mount: {device: /dev/sdb, mountpoint: /srv/a, fstype: xfs}
+  hooks: {start: /usr/local/bin/start, stop: /usr/local/bin/stop}
+`
+	base := parse(t, noRes).ClusterKeys()
+	other := parse(t, edit(noRes, "/dev/sdb", "/dev/sdc", "/srv/a", "/srv/b", "/usr/local/bin/start", "/opt/bin/start")).ClusterKeys()
+	diff := DifferingKeys(base, other)
+	if want := []string{"storage.hooks.start", "storage.mount.device", "storage.mount.mountpoint"}; !slices.Equal(diff, want) {
+		t.Fatalf("differing %q, want %q", diff, want)
+	}
+	hint := NodeLocalHint(diff)
+	if want := "storage.node_local: [hooks.start, mount.device, mount.mountpoint]"; !strings.Contains(hint, want) {
+		t.Errorf("hint %q lacks %q", hint, want)
+	}
+	if NodeLocalHint([]string{"timing.lease", "nodes.a.raft"}) != "" {
+		t.Error("a hint for keys that cannot be node-local")
+	}
+
+	declared := strings.Replace(noRes, "  hooks: {start:", "  node_local: [mount.device, mount.mountpoint, hooks.start]\n  hooks: {start:", 1)
+	a := parse(t, declared).ClusterKeys()
+	b := parse(t, edit(declared, "/dev/sdb", "/dev/sdc", "/srv/a", "/srv/b", "/usr/local/bin/start", "/opt/bin/start")).ClusterKeys()
+	if d := DifferingKeys(a, b); len(d) != 0 {
+		t.Errorf("declared node-local, still differing: %q", d)
+	}
+	if d := DifferingKeys(a, parse(t, edit(declared, "/usr/local/bin/stop", "/opt/bin/stop")).ClusterKeys()); !slices.Equal(d, []string{"storage.hooks.stop"}) {
+		t.Errorf("an undeclared value: differing %q", d)
+	}
+	if d := DifferingKeys(a, base); !slices.Contains(d, "storage.node_local") {
+		t.Errorf("a node without the declaration: differing %q, want storage.node_local among them", d)
+	}
+
+	// The same in a resource; an OCF agent's go in node_params.
+	res := fpBase + `resources:
+  - {name: data, mount: {device: /dev/sdb, mountpoint: /srv, fstype: xfs}, node_local: [mount.device]}
+  - {name: vip, ocf: "heartbeat:IPaddr2", params: {ip: 10.0.0.100, nic: eth0}}
+`
+	d := DifferingKeys(parse(t, res).ClusterKeys(), parse(t, edit(res, "/dev/sdb", "/dev/sdc", "nic: eth0", "nic: eth1")).ClusterKeys())
+	if !slices.Equal(d, []string{"resources.vip.params.nic"}) {
+		t.Errorf("resources: differing %q", d)
+	}
+	if hint := NodeLocalHint(d); !strings.Contains(hint, "move to node_params: nic of resource vip") {
+		t.Errorf("hint %q", hint)
+	}
+	if hint := NodeLocalHint([]string{"resources.data.mount.mountpoint"}); !strings.Contains(hint, "node_local of resource data: [mount.mountpoint]") {
+		t.Errorf("hint %q", hint)
+	}
+
+	// What node_local may name.
+	for _, c := range []struct{ yaml, want string }{
+		{strings.Replace(noRes, "  hooks: {start:", "  node_local: [mount.uuid]\n  hooks: {start:", 1), `storage.node_local[0]: "mount.uuid": want one of mount.device`},
+		{strings.Replace(noRes, "  hooks: {start:", "  node_local: [hooks.monitor, hooks.monitor]\n  hooks: {start:", 1), `storage.node_local[1]: "hooks.monitor" is listed twice`},
+		{strings.Replace(res, "nic: eth0}}", "nic: eth0}, node_local: [mount.device]}", 1), `resources[1].node_local[0]: "mount.device": an OCF agent's parameters that differ per node go in node_params`},
+		{strings.Replace(res, "node_local: [mount.device]", "node_local: [hooks.start]", 1), `resources[0].node_local[0]: "hooks.start": there is no hooks here`},
+	} {
+		cfg, err := Parse([]byte(c.yaml), "test.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ps := cfg.Validate(nil); !strings.Contains(ps.Error(), c.want) {
+			t.Errorf("problems %q lack %q", ps.Error(), c.want)
+		}
+	}
+}
+
+// A witness runs no resource: its fingerprint leaves the group out, so one
+// whose file has no storage agrees with the data nodes' by every other key.
+func TestWitnessKeys(t *testing.T) {
+	withGroup := fpBase + "storage:\n  hooks: {start: /bin/start, stop: /bin/stop}\n"
+	data := parse(t, withGroup)
+	witness := parse(t, fpBase+"node: c\n")
+	witnessWithGroup := parse(t, withGroup+"node: c\n")
+	dk, wk := data.ClusterKeys(), witness.ClusterKeys()
+	if d := DifferingKeys(WitnessKeys(dk), wk); len(d) != 0 {
+		t.Errorf("a witness without storage differs from the data nodes' file in %q", d)
+	}
+	if d := DifferingKeys(witnessWithGroup.ClusterKeys(), wk); len(d) != 0 {
+		t.Errorf("a witness's fingerprint depends on its storage: %q", d)
+	}
+	if _, ok := dk["storage.hooks.start"]; !ok {
+		t.Error("a data node's fingerprint lacks the group")
+	}
+	lease := parse(t, edit(fpBase, "lease: 3s", "lease: 8s")+"node: c\n").ClusterKeys()
+	if d := DifferingKeys(WitnessKeys(dk), lease); !slices.Equal(d, []string{"timing.lease"}) {
+		t.Errorf("a witness with another lease: differing %q", d)
+	}
+}

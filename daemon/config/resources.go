@@ -42,6 +42,11 @@ type Resource struct {
 	// they are left out of the cluster's configuration fingerprint. A name
 	// may not be in both.
 	NodeParams map[string]string `yaml:"node_params,omitempty"`
+	// NodeLocal lists the values of a mount or hooks resource that are
+	// this node's own ("mount.device", "hooks.start", …), left out of the
+	// cluster's configuration fingerprint as storage.node_local's are (an
+	// OCF agent's are its node_params).
+	NodeLocal []string `yaml:"node_local,omitempty"`
 	// MonitorInterval is how often the resource is checked on the primary;
 	// 0 takes the default (see DefaultOCFMonitorInterval).
 	MonitorInterval Duration `yaml:"monitor_interval,omitempty"`
@@ -208,6 +213,7 @@ func (v *validator) resources() {
 				}
 			}
 		}
+		v.nodeLocal(p+".node_local", r.NodeLocal, r.Mount != nil, r.Hooks != nil, r.OCF != "")
 		if r.MonitorInterval < 0 {
 			v.add(p+".monitor_interval", "must not be negative")
 		}

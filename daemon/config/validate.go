@@ -383,6 +383,7 @@ func (v *validator) storage() {
 	if mi := s.MonitorInterval.D(); mi < MinMonitorInterval || mi > MaxMonitorInterval {
 		v.add("storage.monitor_interval", "%s: want %s to %s", mi, MinMonitorInterval, MaxMonitorInterval)
 	}
+	v.nodeLocal("storage.node_local", s.NodeLocal, s.Mount != nil, s.Hooks != (Hooks{}), false)
 }
 
 // Warnings are things that are valid but that an admin should know before

@@ -1,6 +1,7 @@
 package tenure
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -194,6 +195,10 @@ const (
 	ExpiryWatchdog = "watchdog"     // its lease and its advertised watchdog timeout ended
 )
 
+// ErrNoSuccessor is TransferDone's error when no other node may hold
+// primacy now, so leadership was not handed on.
+var ErrNoSuccessor = errors.New("no other node may hold primacy now")
+
 // Input is one step's worth of the world: the time, whether this node is
 // raft leader, the replicated state as applied here, and at most one event.
 type Input struct {
@@ -353,7 +358,9 @@ type (
 		Reason string
 	}
 	// Transfer hands raft leadership to To ("" = raft's choice) →
-	// TransferDone. No acquire happens while it runs.
+	// TransferDone. No acquire happens while it runs. A TransferDone with
+	// ErrNoSuccessor says no other node may hold primacy: leadership
+	// stayed here.
 	Transfer struct{ To string }
 	// Cancel abandons the in-flight work of Epoch's tenure (a fence, a
 	// bound query, a start or a monitor): its results no longer matter.
@@ -604,6 +611,16 @@ func (m *Machine) handle(in Input, e Event) []Action {
 		}
 	case TransferDone:
 		m.transferring = false
+		if errors.Is(e.Err, ErrNoSuccessor) {
+			// Nobody to hand it to (every node is a witness, a standby
+			// or ineligible): keep leadership rather than hand the same
+			// refusal around in a new term a second. Nothing is started
+			// here (idle acquires only what this node may hold); look
+			// again in a heartbeat. No cooldown: no transfer is under way
+			// that this node could race.
+			m.transferAt = in.Now.Add(t.Heartbeat)
+			break
+		}
 		if e.Err != nil {
 			// raft gave up waiting, but the target may still win the
 			// election it was told to start: grabbing primacy back now

@@ -580,6 +580,31 @@ func TestIneligibleNeverAcquires(t *testing.T) {
 	r.want(r.step(nil), Acquiring, Acquire{})
 }
 
+// With no other node that may hold primacy, an ineligible leader keeps
+// leadership (ErrNoSuccessor): it asks again once a heartbeat, never
+// acquires while ineligible, and acquires at once when it becomes eligible
+// (no cooldown: no transfer was under way).
+func TestIneligibleKeepsLeadershipWithoutSuccessor(t *testing.T) {
+	r := newRig(t, nil)
+	r.leader = true
+	ineligible := func(ev Event) []Action {
+		return r.m.Step(Input{Now: r.now, Leader: true, Committed: r.view, Ineligible: "config: waiting for a majority", Event: ev})
+	}
+	r.want(ineligible(nil), Secondary, Transfer{})
+	r.want(ineligible(TransferDone{Err: ErrNoSuccessor}), Secondary)
+	for i := 0; i < 3; i++ {
+		r.advance(testTiming.Heartbeat / 2)
+		r.want(ineligible(nil), Secondary)
+		r.advance(testTiming.Heartbeat / 2)
+		r.want(ineligible(nil), Secondary, Transfer{})
+		r.want(ineligible(TransferDone{Err: ErrNoSuccessor}), Secondary)
+	}
+	if r.m.cooldown > r.now {
+		t.Fatalf("a cooldown after keeping leadership: until %v, now %v", r.m.cooldown, r.now)
+	}
+	r.want(r.step(nil), Acquiring, Acquire{})
+}
+
 func TestSupersededAndStaleViews(t *testing.T) {
 	r := newRig(t, nil)
 	r.grant(5, Grant{})

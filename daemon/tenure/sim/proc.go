@@ -332,7 +332,22 @@ func (l simLog) Transfer(to string, done func(error)) {
 			o := p.w.node(name)
 			return o.live() != nil && p.w.net.connected(p.n.id, o.id) && p.w.net.connected(o.id, p.n.id)
 		}
-		to = quorum.Successor(p.rankOrder(p.n.id), p.mayNotHold(), alive, silent)
+		// The daemon's nodes advertise whether they are eligible; here
+		// each reads the others' own word (gossip's delay left out).
+		held := p.mayNotHold()
+		mayNot := func(name string) bool {
+			o := p.w.node(name)
+			return held(name) || o.proc != nil && o.proc.ineligible() != ""
+		}
+		var voters []string
+		for _, n := range p.w.nodes {
+			voters = append(voters, n.name)
+		}
+		var any bool
+		if to, any = quorum.Successor(quorum.RankOrder(voters, p.n.name, mayNot), mayNot, alive, silent); !any {
+			p.timer(0, func() { done(tenure.ErrNoSuccessor) })
+			return
+		}
 	}
 	id := -1
 	if to != "" {
