@@ -325,7 +325,8 @@ func TestLonelySilenceLoggedOnce(t *testing.T) {
 	}
 	trans[leader].Connect(raft.ServerAddress(lone), trans[lone])
 	trans[lone].Connect(raft.ServerAddress(leader), trans[leader])
-	waitFor := time.Now().Add(5 * time.Second)
+	// Raft's next heartbeat to it ends the silence (beacons are dropped).
+	waitFor := time.Now().Add(20 * time.Second)
 	for count("leader silent here but not for a majority: ended") != 1 {
 		if time.Now().After(waitFor) {
 			t.Fatalf("the end was not logged once: %d", count("leader silent here but not for a majority: ended"))

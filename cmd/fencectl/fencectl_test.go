@@ -255,7 +255,7 @@ func TestAgainstCluster(t *testing.T) {
 	jsonOut("status.json", 0, "status")
 	jsonOut("devices.json", 0, "device", "list")
 	_, out, _ = ctl("--socket", other.Socket, "device", "list")
-	if !regexp.MustCompile(p.Name + `-bmc .* FAILING \(auth\) for \d+s .*authentication`).MatchString(out) {
+	if !regexp.MustCompile(p.Name + `-bmc .* FAILING \(auth\) for \d+s\b.*authentication`).MatchString(out) {
 		t.Errorf("device list with a changed password:\n%s", out)
 	}
 	if strings.Contains(out, devcluster.BMCPassword) {
