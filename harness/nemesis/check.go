@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fenced/fenced/harness/devcluster"
 	"github.com/fenced/fenced/daemon/storage/tokenstore"
+	"github.com/fenced/fenced/harness/devcluster"
 )
 
 // Violation is one broken safety property.

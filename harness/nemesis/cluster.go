@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/fenced/fenced/daemon/config"
-	"github.com/fenced/fenced/harness/devcluster"
 	"github.com/fenced/fenced/daemon/storage/tokenstore"
+	"github.com/fenced/fenced/harness/devcluster"
 )
 
 // Options describe one nemesis run.

@@ -23,7 +23,6 @@ const (
 	ResultUnknown = "unknown"
 )
 
-
 // Event kinds in the fence history.
 const (
 	KindFence   = "fence"   // power a node off (or reboot it)
