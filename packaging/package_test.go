@@ -422,7 +422,7 @@ func prepareInstall(t *testing.T) (groupExisted bool) {
 			t.Errorf("cleanup: dpkg -P fenced: %v\n%s", err, out)
 		}
 		os.RemoveAll("/var/lib/fenced")
-		if !groupExisted {
+		if !groupExisted && exec.Command("getent", "group", "fenced").Run() == nil {
 			if out, err := exec.Command("groupdel", "fenced").CombinedOutput(); err != nil {
 				t.Errorf("cleanup: groupdel fenced: %v\n%s", err, out)
 			}
@@ -493,13 +493,29 @@ func checkInstall(t *testing.T, repo, deb string) {
 		t.Errorf("after reinstall: %s not kept as edited (err %v)", conf, err)
 	}
 
-	// Purge: nothing of the package is left (the group stays by policy;
-	// the cleanup removes it if this test created it).
+	// Purge: nothing of the package is left, the group it created
+	// neither; one that was there before stays.
 	dpkg(t, "-P", "fenced")
 	for _, p := range []string{conf, "/etc/fenced", "/var/lib/fenced", "/run/fenced", "/usr/lib/fenced", "/usr/sbin/fenced"} {
 		if _, err := os.Stat(p); !os.IsNotExist(err) {
 			t.Errorf("after dpkg -P: %s still there (%v)", p, err)
 		}
+	}
+	if has := exec.Command("getent", "group", "fenced").Run() == nil; has != groupExisted {
+		t.Errorf("after dpkg -P: group fenced there: %v, before the install: %v", has, groupExisted)
+	}
+	// A group with a member is in use beyond the package: a purge keeps it.
+	if !groupExisted {
+		dpkg(t, "-i", deb)
+		if out, err := exec.Command("useradd", "--system", "--no-create-home", "--groups", "fenced", "fenced-pkgtest").CombinedOutput(); err != nil {
+			t.Fatalf("useradd: %v\n%s", err, out)
+		}
+		defer exec.Command("userdel", "fenced-pkgtest").Run()
+		dpkg(t, "-P", "fenced")
+		if exec.Command("getent", "group", "fenced").Run() != nil {
+			t.Error("after dpkg -P: the fenced group with a member was removed")
+		}
+		exec.Command("userdel", "fenced-pkgtest").Run()
 	}
 }
 

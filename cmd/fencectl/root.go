@@ -188,6 +188,7 @@ Exit codes:
 	for _, f := range extraCommands {
 		root.AddCommand(f(a))
 	}
+	setExamples(root)
 	return root
 }
 

@@ -36,8 +36,6 @@ every node (as gossip.key_file names it), keeping its mode:
 
 An existing file is never overwritten unless --force is given: a node with a
 new key cannot talk to the others until every node has it.`,
-		Example: `  fenced keygen
-  fenced keygen --out /etc/fenced/gossip.key --bytes 32`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch size {

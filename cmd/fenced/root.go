@@ -89,5 +89,6 @@ Exit codes:
 	for _, f := range extraCommands {
 		root.AddCommand(f(ctx, s))
 	}
+	setExamples(root)
 	return root
 }

@@ -29,8 +29,9 @@ type Config struct {
 	Gossip  Gossip            `yaml:"gossip"`
 	Devices map[string]Device `yaml:"devices"`
 	Storage Storage           `yaml:"storage"`
-	// Resources is the ordered resource group the primary runs (see
-	// resources.go); Storage is its one-resource shorthand.
+	// Resources is the ordered resource group the primary runs, started
+	// in order and stopped in reverse; Storage is its one-resource
+	// shorthand.
 	Resources []Resource `yaml:"resources,omitempty"`
 	// OCFRoot is where OCF resource agents live (resource.d/PROVIDER/TYPE).
 	OCFRoot string `yaml:"ocf_root"`
@@ -38,8 +39,8 @@ type Config struct {
 	Watchdog Watchdog `yaml:"watchdog"`
 	Metrics  Metrics  `yaml:"metrics"`
 	History  History  `yaml:"history"`
-	// Alerts are the alert agents this node runs on cluster events (see
-	// alerts.go).
+	// Alerts are the alert agents this node runs on cluster events,
+	// through Pacemaker's alert interface.
 	Alerts []Alert `yaml:"alerts,omitempty"`
 
 	// lines maps a path ("nodes[1].gossip") to its line in the file.
@@ -114,7 +115,7 @@ type Device struct {
 	Retries int `yaml:"retries"`
 	// MonitorInterval is how often every node that could fence through this
 	// device checks it (a status query or the agent's monitor, never a power
-	// action); 0 = 60s, else 1s–24h. See DeviceMonitorInterval.
+	// action); 0 = 60s, else 1s–24h.
 	MonitorInterval Duration `yaml:"monitor_interval"`
 	// Unfence says whether a node runs "on" for itself on this device when it
 	// starts, before it may become primary: "" (as the agent declares: exec

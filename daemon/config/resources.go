@@ -25,8 +25,8 @@ const (
 // timing.grace on demotion. Exactly one of OCF, Mount, Hooks is set.
 type Resource struct {
 	Name string `yaml:"name"`
-	// OCF names an OCF resource agent as PROVIDER:TYPE, run from
-	// OCF_ROOT/resource.d/PROVIDER/TYPE (e.g. heartbeat:IPaddr2).
+	// OCF names the resource agent to run, as PROVIDER:TYPE (e.g.
+	// heartbeat:IPaddr2): the program OCF_ROOT/resource.d/PROVIDER/TYPE.
 	OCF string `yaml:"ocf,omitempty"`
 	// Mount is a filesystem mount, as storage.mount.
 	Mount *Mount `yaml:"mount,omitempty"`
@@ -48,7 +48,8 @@ type Resource struct {
 	// OCF agent's are its node_params).
 	NodeLocal []string `yaml:"node_local,omitempty"`
 	// MonitorInterval is how often the resource is checked on the primary;
-	// 0 takes the default (see DefaultOCFMonitorInterval).
+	// 0 takes the default: the agent's advice in its meta-data, else 10s;
+	// 2s for mount and hooks.
 	MonitorInterval Duration `yaml:"monitor_interval,omitempty"`
 	// Timeouts bound each action; 0 takes the agent's advised timeout
 	// (OCF meta-data) or 20s. A stop is always bounded by what is left of

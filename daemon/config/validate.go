@@ -73,7 +73,7 @@ func (c *Config) validate(reg *agents.Registry, offline bool) Problems {
 	case g.KeyFile == "" && !g.Plaintext:
 		// Anyone who can send gossip could forge a node's release and
 		// spare it the fence: authenticate gossip unless told otherwise.
-		v.add("gossip.key_file", "required: gossip carries releases and admin requests; create a key (head -c 32 /dev/urandom | base64 > /etc/fenced/gossip.key) or set gossip.plaintext: true on a trusted lab network")
+		v.add("gossip.key_file", "required: gossip carries releases and admin requests; create one (fenced keygen --out /etc/fenced/gossip.key, copied to every node) or set gossip.plaintext: true on a trusted lab network")
 	}
 	v.devices(reg)
 	v.storage()

@@ -14,12 +14,15 @@ import (
 func testTree() *cobra.Command {
 	root := &cobra.Command{Use: "tool", Short: "A tool"}
 	root.CompletionOptions.HiddenDefaultCmd = true
-	run := &cobra.Command{Use: "run", Short: "Run it", RunE: func(*cobra.Command, []string) error { return nil }}
+	run := &cobra.Command{Use: "run", Short: "Run it", Example: "  tool run --config /etc/tool.yaml", RunE: func(*cobra.Command, []string) error { return nil }}
 	run.Flags().String("config", "/etc/tool.yaml", "configuration file")
 	dev := &cobra.Command{Use: "device", Short: "Devices"}
 	dev.AddCommand(&cobra.Command{Use: "list", Short: "List devices", RunE: func(*cobra.Command, []string) error { return nil }})
 	secret := &cobra.Command{Use: "sim", Short: "Simulators", Hidden: true, RunE: func(*cobra.Command, []string) error { return nil }}
-	root.AddCommand(run, dev, secret, Command("1.2.3", "8"))
+	root.AddCommand(run, dev, secret, Command("1.2.3", "8", Extras{
+		Files:   [][2]string{{"/etc/tool.yaml", "The configuration."}, {".hidden", "A path starting with a dot."}},
+		SeeAlso: []string{"tool.yaml(5)", "other(1)"},
+	}))
 	return root
 }
 
@@ -67,6 +70,18 @@ func TestManPagesCoverVisibleCommandsOnly(t *testing.T) {
 		if !strings.Contains(string(page), s) {
 			t.Errorf("tool-run.8 lacks %q:\n%s", s, page)
 		}
+	}
+	// EXAMPLES (as man-pages(7) names it), FILES, and SEE ALSO with the
+	// pages outside the tree after the tree's own.
+	for _, s := range []string{".SH EXAMPLES\n.EX\n  tool run --config /etc/tool.yaml\n.EE\n",
+		".SH FILES\n.TP\n\\fI/etc/tool.yaml\\fP\nThe configuration.\n.TP\n\\fI\\&.hidden\\fP\n",
+		".SH SEE ALSO\n\\fBtool(8)\\fP, \\fBtool.yaml(5)\\fP, \\fBother(1)\\fP\n"} {
+		if !strings.Contains(string(page), s) {
+			t.Errorf("tool-run.8 lacks %q:\n%s", s, page)
+		}
+	}
+	if strings.Index(string(page), ".SH FILES") > strings.Index(string(page), ".SH SEE ALSO") {
+		t.Errorf("FILES after SEE ALSO:\n%s", page)
 	}
 	if strings.Contains(string(page), "Auto generated") {
 		t.Errorf("tool-run.8 carries cobra's dated trailer:\n%s", page)

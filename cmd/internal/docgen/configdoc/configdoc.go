@@ -38,6 +38,9 @@ type Page struct {
 	Synopsis string
 	// Description paragraphs (plain text) open the page.
 	Description []string
+	// Examples follow the keys: each a paragraph and a file (or commands)
+	// shown as is.
+	Examples []Example
 	// Files and SeeAlso end it: FILES entries path -> what, in order, and
 	// page references such as "fenced(8)".
 	Files   [][2]string
@@ -49,6 +52,12 @@ type Page struct {
 	// Dir returns the source directory of the package with the given import
 	// path; nil asks `go list` (run inside the module).
 	Dir func(importPath string) (string, error)
+}
+
+// Example is one entry of EXAMPLES: what it shows, and the text shown.
+type Example struct {
+	Text string // plain text
+	Code string // shown verbatim, lines kept
 }
 
 // Key is one documented configuration key.
@@ -138,6 +147,20 @@ func (p *Page) Generate() ([]byte, error) {
 		fmt.Fprintf(&b, ".SS %s\n", quote(k.Path))
 		writeDoc(&b, k, "("+summary(k)+")")
 		writeChildren(&b, k.Children)
+	}
+	if len(p.Examples) > 0 {
+		b.WriteString(".SH EXAMPLES\n")
+		for i, e := range p.Examples {
+			if i > 0 {
+				b.WriteString(".PP\n")
+			}
+			b.WriteString(fill(escape(e.Text)))
+			b.WriteString(".PP\n.EX\n")
+			for _, l := range strings.Split(strings.TrimRight(e.Code, "\n"), "\n") {
+				b.WriteString(escapeLine(l) + "\n")
+			}
+			b.WriteString(".EE\n")
+		}
 	}
 	if len(p.Files) > 0 {
 		b.WriteString(".SH FILES\n")
@@ -321,6 +344,16 @@ func escape(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// escapeLine is escape for one line shown verbatim (in .EX): spaces kept,
+// and a leading dot or quote not read as a request.
+func escapeLine(s string) string {
+	out := escape(s)
+	if strings.HasPrefix(out, ".") || strings.HasPrefix(out, "'") {
+		out = "\\&" + out
+	}
+	return out
 }
 
 func quote(s string) string { return `"` + strings.ReplaceAll(s, `"`, `\(dq`) + `"` }

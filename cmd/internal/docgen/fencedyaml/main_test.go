@@ -12,6 +12,9 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/fenced/fenced/agents"
+	_ "github.com/fenced/fenced/agents/ipmi"
+	_ "github.com/fenced/fenced/agents/redfish"
 	"github.com/fenced/fenced/cmd/internal/docgen/configdoc"
 	"github.com/fenced/fenced/daemon/config"
 )
@@ -222,5 +225,44 @@ func TestGenerate(t *testing.T) {
 	t.Setenv("SOURCE_DATE_EPOCH", "soon")
 	if err := run([]string{"--version", "v1", "--out", dir}, &stderr); err == nil || !strings.Contains(fmt.Sprint(err), "SOURCE_DATE_EPOCH") {
 		t.Errorf("bad SOURCE_DATE_EPOCH: %v", err)
+	}
+}
+
+// The page speaks the file's language: it names keys, never the Go names
+// or source files behind them ("See DeviceMonitorInterval" leaked once),
+// and has the sections a man page is looked up by.
+func TestNoGoNames(t *testing.T) {
+	p, _ := Page("v1.2.3")
+	b, err := p.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, re := range []*regexp.Regexp{
+		regexp.MustCompile(`\b[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*\b`), // CamelCase: a Go name
+		regexp.MustCompile(`\b\w+\.go\b`),                         // a source file
+	} {
+		if m := re.FindAll(b, -1); len(m) > 0 {
+			t.Errorf("the page names Go code: %q", m)
+		}
+	}
+	for _, sh := range []string{".SH EXAMPLES\n", ".SH FILES\n", ".SH SEE ALSO\n"} {
+		if !bytes.Contains(b, []byte(sh)) {
+			t.Errorf("the page has no %q", strings.TrimSpace(sh))
+		}
+	}
+}
+
+// Every example file of the page is valid, as fenced validate --offline
+// checks it.
+func TestExamplesValid(t *testing.T) {
+	for i, e := range Examples {
+		cfg, err := config.Parse([]byte(e.Code), fmt.Sprintf("example-%d.yaml", i+1))
+		if err != nil {
+			t.Errorf("example %d: %v", i+1, err)
+			continue
+		}
+		if ps := cfg.ValidateOffline(agents.Default); len(ps) > 0 {
+			t.Errorf("example %d:\n%v", i+1, ps)
+		}
 	}
 }
