@@ -77,12 +77,12 @@ type Record struct {
 }
 
 // Retries reports whether r, a fence just requested, runs again the fence
-// prev that failed: the same target, action, epoch, executor and
-// requester (a blocked takeover retrying).
+// prev that failed: the same target, action, epoch, executor, requester
+// and reason (a blocked takeover retrying).
 func Retries(prev, r Record) bool {
 	return prev.Kind == KindFence && r.Kind == KindFence && (prev.Outcome == OutcomeFailed || prev.Outcome == OutcomeUnknown) &&
 		r.Outcome == OutcomePending && prev.Target == r.Target && prev.Action == r.Action && prev.Epoch == r.Epoch &&
-		prev.Executor == r.Executor && prev.RequestedBy == r.RequestedBy
+		prev.Executor == r.Executor && prev.RequestedBy == r.RequestedBy && prev.Reason == r.Reason
 }
 
 // ScopeStorage: see Record.Scope.
