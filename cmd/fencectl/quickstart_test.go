@@ -385,7 +385,7 @@ func qsFencectl(t *testing.T, n *qsNode, args []string, a qsActions) {
 		ready = func() bool {
 			_, out, _ := ctl("--socket", n.socket(), "device", "list")
 			for _, o := range []string{"node1", "node2", "node3"} {
-				if o != n.name && !regexp.MustCompile(`(?m)^`+o+`-bmc +ipmi +.* ok +`).MatchString(out) {
+				if o != n.name && !regexp.MustCompile(`(?m)^`+o+`-bmc +ipmi +.* ok\b`).MatchString(out) {
 					return false
 				}
 			}

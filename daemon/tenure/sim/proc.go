@@ -34,6 +34,7 @@ type proc struct {
 	role         role
 	leaderID     int
 	joined       bool    // simLog.Joined
+	joinAt       uint64  // the leader's commit index when first asked (0: not asked)
 	lastContact  int64   // raft's LastContact, on this node's clock
 	contact      []int64 // quorum's contact tracker: last AppendEntries accepted per leader
 	commit       uint64
@@ -266,11 +267,16 @@ func (l simLog) Joined() bool {
 	if p.leaderID < 0 {
 		return false
 	}
-	lp := p.w.nodes[p.leaderID].proc
-	if lp == nil {
-		return false
+	if !p.joined && p.joinAt == 0 {
+		// The daemon asks the leader for its commit index once, then
+		// waits until it has applied that much.
+		lp := p.w.nodes[p.leaderID].proc
+		if lp == nil {
+			return false
+		}
+		p.joinAt = lp.commit
 	}
-	if !p.joined && p.n.applied >= lp.commit {
+	if !p.joined && p.n.applied >= p.joinAt {
 		p.joined = true // once joined, for the life of the process, as the daemon's
 	}
 	return p.joined
