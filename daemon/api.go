@@ -253,7 +253,7 @@ func (d *Daemon) StatusNow() Status {
 		Reason: st.Reason, Previous: st.Previous, Unconfirmed: st.Unconfirmed, Unclean: st.Unclean}
 	s.Self = api.SelfStatus{Role: d.Role(), Acting: d.Acting(), Epoch: d.Epoch(), KnownEpoch: st.Epoch,
 		LeaseLeftSec: d.LeaseLeft().Seconds(), Storage: d.Storage(), Raft: d.raft.RaftState(), Term: d.raft.Term(),
-		Standby: st.Standby[d.self], Ineligible: d.Ineligible(), Watchdog: d.watchdogStatus()}
+		Standby: st.Standby[d.self], Ineligible: d.Ineligible(), NotReady: d.sessionsReason(), Watchdog: d.watchdogStatus()}
 	s.FencePaths = d.fencePaths()
 	s.Config = d.configStatus(s.Nodes)
 	return s
