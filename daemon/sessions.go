@@ -199,6 +199,10 @@ func (d *Daemon) sessionsPending() []string {
 	if d.fence.health == nil || d.raft == nil || d.life.ready.Load() {
 		return nil
 	}
+	devs := d.fence.health.All()
+	if len(devs) == 0 {
+		return nil // a witness, or a node that fences nobody
+	}
 	j := d.life.joined.Load()
 	if j == 0 {
 		v := d.raft.FSM().Holders()
@@ -211,7 +215,7 @@ func (d *Daemon) sessionsPending() []string {
 		return nil
 	}
 	var pending []string
-	for _, h := range d.fence.health.All() {
+	for _, h := range devs {
 		if (h.KeepsSession || !h.Started) && h.Session != health.SessionHeld && !h.WarmTried && d.wantWarm(h.Device) {
 			pending = append(pending, h.Device)
 		}
