@@ -255,7 +255,7 @@ func (d *Daemon) StatusNow() Status {
 	markStale(s.Nodes, d.self, st, d.cfg.Timing.Lease.D(), time.Now())
 	s.Self = api.SelfStatus{Role: d.Role(), Acting: d.Acting(), Epoch: d.Epoch(), KnownEpoch: st.Epoch,
 		LeaseLeftSec: d.LeaseLeft().Seconds(), Storage: d.Storage(), Raft: d.raft.RaftState(), Term: d.raft.Term(),
-		Standby: st.Standby[d.self], Ineligible: d.Ineligible(), Watchdog: d.watchdogStatus()}
+		Standby: st.Standby[d.self], Ineligible: d.Ineligible(), NotReady: d.sessionsReason(), Watchdog: d.watchdogStatus()}
 	s.FencePaths = d.fencePaths()
 	s.Config = d.configStatus(s.Nodes)
 	return s

@@ -191,6 +191,12 @@ func takeoverPhases(ctx context.Context, q *devcluster.Node, old string, epoch u
 	}
 	elected := logTimes(q.Log, kill, "elected: epoch granted", "epoch="+strconv.FormatUint(epoch, 10))
 	detected := logTimes(q.Log, kill, "starting election") // raft's own, or the detector's
+	if len(detected) == 0 {
+		// The winner led already (a primary that had handed leadership
+		// on, or a restarted one that did not lead yet): no election;
+		// detection ends at the grant.
+		detected = elected
+	}
 	if len(acting) == 0 || len(elected) == 0 || len(detected) == 0 {
 		return nil, fmt.Errorf("%s's log lacks the takeover lines (acting %d, elected %d, election %d)", q.Name, len(acting), len(elected), len(detected))
 	}

@@ -121,20 +121,12 @@ func (d *Daemon) nudgeControl() {
 }
 
 // Ineligible says why this node may not take primacy ("" = it may).
-//
-// Besides the reasons set, a node that just joined waits for its fence
-// device sessions (sessionsReason), read from the device checks as they
-// stand.
 func (d *Daemon) Ineligible() string {
-	sessions := d.sessionsReason()
 	d.ctl.ineligibleMu.Lock()
 	defer d.ctl.ineligibleMu.Unlock()
 	var why []string
 	for _, k := range slices.Sorted(maps.Keys(d.ctl.ineligible)) {
 		why = append(why, k+": "+d.ctl.ineligible[k])
-	}
-	if sessions != "" {
-		why = append(why, "sessions: "+sessions)
 	}
 	return strings.Join(why, "; ")
 }
@@ -155,7 +147,7 @@ func (d *Daemon) handOff(to string) { d.do(func() { d.ctl.drv.HandOff(to) }) }
 func (d *Daemon) controlLoop(ctx context.Context, stop <-chan struct{}) {
 	defer close(d.ctl.loopDone)
 	d.ctl.drv = driver.New(d.driverConfig(), driver.Env{Log: raftLog{d}, Peers: gossipPeers{d}, Clock: bootClock{d}, Effects: effects{d},
-		Observer: &observer{d: d}, Ineligible: d.Ineligible, Context: d.life.hardCtx})
+		Observer: &observer{d: d}, Ineligible: d.Ineligible, NotYet: d.sessionsReason, Context: d.life.hardCtx})
 	t := d.cfg.Timing.Tenure()
 	timer := time.NewTimer(0)
 	defer timer.Stop()

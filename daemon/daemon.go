@@ -171,6 +171,7 @@ type lifetime struct {
 	started    quorum.Mono
 	lastBeat   atomic.Int64 // quorum.Mono of the main loop's last progress
 	joined     atomic.Int64 // quorum.Mono of joining the cluster; 0 before (lifecycle.go)
+	ready      atomic.Bool  // joined, and sessions opened (lifecycle.go)
 	stallAfter time.Duration
 }
 

@@ -22,15 +22,15 @@ import (
 // A check's result goes to observe; warm says whether to hold a device's
 // session open (wantWarm).
 // sessionChanged is told when a device's session opens, closes or was
-// tried (sessionsPending); beforeFirst runs before a device's first check
-// (closeLeft).
+// tried (sessionsPending); leftOpen closes the sessions a crashed daemon
+// left on a device (closeLeft).
 func newDeviceChecker(cfg *config.Config, log *slog.Logger, engine *stonith.Engine, observe func(health.Health), warm func(string) bool,
-	sessionChanged func(string), beforeFirst func(context.Context, string)) *health.Checker {
+	sessionChanged func(string), leftOpen func(context.Context, string, health.Keeper)) *health.Checker {
 	return health.New(health.Options{
 		Self: cfg.Node, Devices: deviceWatchList(cfg), Check: engine.Monitor, Logger: log.With("component", "health"),
 		DefaultTimeout: cfg.Timing.FenceTimeout.D(), Observe: observe,
 		Keep: func(dev health.Device) (health.Keeper, error) { return engine.Keep(dev.Target) },
-		Warm: warm, WarmTimeout: sessionsAtJoin, SessionChanged: sessionChanged, BeforeFirst: beforeFirst,
+		Warm: warm, WarmTimeout: sessionsAtJoin, SessionChanged: sessionChanged, LeftOpen: leftOpen,
 	})
 }
 

@@ -74,6 +74,7 @@ func (d *Daemon) lifecycle(done <-chan struct{}) {
 		if joined && !ready {
 			if pending := d.sessionsPending(); len(pending) == 0 {
 				ready = true
+				d.life.ready.Store(true)
 				d.log.Info("ready", "after_join", quorum.Since(quorum.Mono(d.life.joined.Load())).Round(time.Millisecond))
 				d.notify("READY=1")
 				d.nudgeControl()

@@ -21,23 +21,32 @@ import (
 
 // Fence device sessions across the daemon's life.
 //
-// At join: a node that may fence holds its fence device sessions open
-// before it reports itself ready and may take primacy (sessionsPending), so
-// that a failure soon after it (re)joined is fenced on a warm session, not
-// after a login at fence time (five round trips on IPMI; at 300 ms each way
-// that is 3 s of the takeover). The wait is bounded by sessionsAtJoin, and
-// a device whose session could not be opened (its check failed: a dead BMC
-// is given up after the agent's own retries, seconds) holds nothing back.
+// At join: a node that may fence opens the fence device sessions it should
+// hold before it reports itself ready or takes primacy (sessionsPending),
+// so that a failure soon after it (re)joined is fenced on a warm session,
+// not after a login at fence time (five round trips on IPMI; at 300 ms each
+// way that is 3 s of the takeover). Meanwhile another node, warm, takes
+// over if it can; if this one leads, it keeps leadership and waits
+// (tenure.Input.NotYet), rather than hand leadership to a follower raft
+// picks, which may be the leader that just died. The wait is bounded by
+// sessionsAtJoin, a device whose session could not be opened (its check
+// failed: a dead BMC is given up after the agent's own retries, seconds)
+// holds nothing back, and once the node was ready it never waits again: a
+// session that a change of holder asks for later is opened as before, by
+// every node alike.
 //
 // After a crash: every session the agents open is listed in
 // data_dir/sessions.json (package keep's Journal: the device, its address,
 // the session's ID on it, never a token or password), and a daemon that
-// starts closes the sessions the last one left there before its device
-// checks open new ones: a SIGKILLed or crashed daemon's sessions otherwise
-// keep the BMC's few slots until it expires them.
+// starts closes the sessions the last one left there as each device's
+// checks start (health.Options.LeftOpen): on the session the first check
+// opened when one is wanted, so that neither the fence it is for nor the
+// node's readiness waits for a second login; else first. A SIGKILLed or
+// crashed daemon's sessions otherwise keep the BMC's few slots until it
+// expires them.
 
 // sessionsAtJoin bounds how long a node that joined waits for its fence
-// device sessions before it reports ready and may take primacy: the time a
+// device sessions before it reports ready and takes primacy: the time a
 // check that opens a session to keep may take (health.Options.WarmTimeout),
 // enough for a login over a path of 2.5 s each way. A BMC that does not
 // answer at all fails its check sooner.
@@ -90,12 +99,13 @@ func (l *leftOpen) devices() []string {
 }
 
 // closeLeft closes the sessions the last daemon left open on dev, within
-// the device's timeout, with its configuration as it stands now. The
-// device checks run it before a device's first check (its sessions may
-// hold the slots the check needs); Run, at start, for the devices no check
-// watches. Whatever could not be closed is logged and forgotten: the
-// device expires it.
-func (d *Daemon) closeLeft(ctx context.Context, dev string) {
+// the device's timeout: through k, the device's kept agent (the device
+// checks call it as a device's watch starts, health.Options.LeftOpen: on
+// the session k holds, if any), or with an agent built from the device's
+// configuration as it stands now (k nil: Run, at start, for the devices no
+// check watches). Whatever could not be closed is logged and forgotten:
+// the device expires it.
+func (d *Daemon) closeLeft(ctx context.Context, dev string, k health.Keeper) {
 	recs := d.fence.leftOpen.take(dev)
 	if len(recs) == 0 {
 		return
@@ -114,7 +124,13 @@ func (d *Daemon) closeLeft(ctx context.Context, dev string) {
 		return
 	}
 	start := time.Now()
-	failed, err := d.fence.engine.CloseSessions(ctx, t, recs)
+	var failed map[agents.SessionRecord]error
+	var err error
+	if kc, ok := k.(keptCloser); ok {
+		failed, err = kc.CloseSessions(ctx, recs)
+	} else {
+		failed, err = d.fence.engine.CloseSessions(ctx, t, recs)
+	}
 	if ctx.Err() != nil {
 		return // stopping: the journal keeps them for the next start
 	}
@@ -135,6 +151,11 @@ func (d *Daemon) closeLeft(ctx context.Context, dev string) {
 	forget()
 }
 
+// keptCloser is a kept agent that closes sessions (stonith.Kept).
+type keptCloser interface {
+	CloseSessions(context.Context, []agents.SessionRecord) (map[agents.SessionRecord]error, error)
+}
+
 // closeUnwatched closes, in parallel, the sessions left open on devices
 // that no check of this node watches.
 func (d *Daemon) closeUnwatched(ctx context.Context) {
@@ -146,7 +167,7 @@ func (d *Daemon) closeUnwatched(ctx context.Context) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d.closeLeft(ctx, dev)
+			d.closeLeft(ctx, dev, nil)
 		}()
 	}
 	wg.Wait()
@@ -166,16 +187,21 @@ func deviceTarget(cfg *config.Config, dev string) (stonith.Target, bool) {
 	return stonith.Target{}, false
 }
 
-// sessionsPending lists what this node waits for before it may take
-// primacy: before it joined, the cluster's state, when its own copy names
+// sessionsPending lists what this node waits for before it takes primacy
+// (tenure.Input.NotYet: a leader keeps leadership meanwhile) and reports
+// ready, nothing once it has: before it joined, the cluster's state, when its own copy names
 // a holder (it was part of a cluster that may need fencing); once joined,
 // the devices whose session it should hold now (wantWarm) but neither
 // holds nor has tried to open since it started. Nothing once
 // sessionsAtJoin has passed since it joined (or, not joined, since it
 // started).
 func (d *Daemon) sessionsPending() []string {
-	if d.fence.health == nil || d.raft == nil {
+	if d.fence.health == nil || d.raft == nil || d.life.ready.Load() {
 		return nil
+	}
+	devs := d.fence.health.All()
+	if len(devs) == 0 {
+		return nil // a witness, or a node that fences nobody
 	}
 	j := d.life.joined.Load()
 	if j == 0 {
@@ -189,8 +215,8 @@ func (d *Daemon) sessionsPending() []string {
 		return nil
 	}
 	var pending []string
-	for _, h := range d.fence.health.All() {
-		if h.KeepsSession && h.Session != health.SessionHeld && !h.WarmTried && d.wantWarm(h.Device) {
+	for _, h := range devs {
+		if (h.KeepsSession || !h.Started) && h.Session != health.SessionHeld && !h.WarmTried && d.wantWarm(h.Device) {
 			pending = append(pending, h.Device)
 		}
 	}
@@ -200,7 +226,7 @@ func (d *Daemon) sessionsPending() []string {
 // joiningFirst is what sessionsPending waits for before the node joined.
 const joiningFirst = "the cluster's state"
 
-// sessionsReason is why this node may not take primacy yet for want of
+// sessionsReason is why this node does not take primacy yet for want of
 // its sessions ("" = no such reason).
 func (d *Daemon) sessionsReason() string {
 	pending := d.sessionsPending()

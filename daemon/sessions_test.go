@@ -72,7 +72,7 @@ func firstLine(lines []string, words ...string) int {
 
 // TestRejoinedNodeWarmsBeforeEligible (issue 23, item 7): a node that
 // rejoins the cluster opens the sessions it should hold to the primary's
-// BMC before it says it may take primacy, so a failure right after is
+// BMC before it says it is ready and takes primacy, so a failure right after is
 // fenced on a warm session, not after a login at fence time (five round
 // trips: 3 s here, each way 300 ms). Status says why it waits meanwhile.
 // The third node is in standby, so the node that rejoined is the one that
@@ -103,15 +103,15 @@ func TestRejoinedNodeWarmsBeforeEligible(t *testing.T) {
 	if err := p.Start(); err != nil {
 		t.Fatal(err)
 	}
-	// The moment p says it may take primacy again, q fails.
+	// The moment p says it is ready to take primacy again, q fails.
 	sawOpening := false
 	for {
 		st, err := p.Status(ctx)
 		if err == nil && st.Self.KnownEpoch >= e2 {
-			if strings.Contains(st.Self.Ineligible, "opening fence device sessions ("+q.Name+"-bmc)") {
+			if strings.Contains(st.Self.NotReady, "opening fence device sessions ("+q.Name+"-bmc)") {
 				sawOpening = true
 			}
-			if st.Self.Ineligible == "" {
+			if st.Self.Ineligible == "" && st.Self.NotReady == "" {
 				break
 			}
 		}
@@ -212,7 +212,7 @@ func TestSessionsLeftOpenAreClosedAtStart(t *testing.T) {
 	}
 	waitUntil(t, k.Name+" ready", time.Minute, func() bool {
 		st, err := k.Status(ctx)
-		return err == nil && st.Self.KnownEpoch > 0 && st.Self.Ineligible == ""
+		return err == nil && st.Self.KnownEpoch > 0 && st.Self.Ineligible == "" && st.Self.NotReady == ""
 	})
 	log := logSince(t, k.Log)
 	if firstLine(log, "closed the sessions a previous run left open", "device="+p.Name+"-bmc") < 0 {

@@ -107,6 +107,23 @@ func (k *Kept) NoFreeSlot() bool {
 	return ok && r.NoFreeSlot()
 }
 
+// CloseSessions closes sessions a previous process left open on the
+// device, through the kept agent (agents.SessionCloser: on the session it
+// holds, if it holds one), within the device's timeout.
+func (k *Kept) CloseSessions(ctx context.Context, recs []agents.SessionRecord) (map[agents.SessionRecord]error, error) {
+	c, ok := k.a.(agents.SessionCloser)
+	if !ok {
+		return nil, fmt.Errorf("device %s: agent %s cannot close sessions", k.t.Device, k.t.Agent)
+	}
+	ctx, cancel := k.e.deviceContext(ctx, k.t)
+	defer cancel()
+	failed, err := c.CloseSessions(ctx, recs)
+	if err != nil {
+		return failed, fmt.Errorf("device %s: close sessions left open: %w", k.t.Device, err)
+	}
+	return failed, nil
+}
+
 // Drop logs out the agent's session, if it holds one.
 func (k *Kept) Drop() {
 	if kp, ok := k.a.(agents.Keeper); ok {

@@ -61,8 +61,8 @@ func (s *session) recordClosed() {
 	s.rec = nil
 }
 
-// CloseSessions logs in and sends Close Session for each recorded session
-// of this BMC. An ID the BMC answers it does not know is a session already
+// CloseSessions sends Close Session for each recorded session of this
+// BMC, on the held session or one of its own. An ID the BMC answers it does not know is a session already
 // gone (expired, or closed by the BMC's restart).
 func (a *Agent) CloseSessions(ctx context.Context, recs []agents.SessionRecord) (map[agents.SessionRecord]error, error) {
 	failed := map[agents.SessionRecord]error{}
@@ -86,11 +86,20 @@ func (a *Agent) CloseSessions(ctx context.Context, recs []agents.SessionRecord) 
 	if len(todo) == 0 {
 		return failed, nil
 	}
-	s, err := a.open(ctx)
-	if err != nil {
-		return failed, err
+	// On the held session, if any (the check that opened it came first:
+	// no login of its own), else on a session of its own.
+	s, held, err := a.held.Take(ctx)
+	switch {
+	case err != nil:
+		return failed, agents.Failed(a.op("close sessions"), fmt.Errorf("waiting for the session: %w", err))
+	case held:
+		defer s.release()
+	default:
+		if s, err = a.open(ctx); err != nil {
+			return failed, err
+		}
+		defer s.close(ctx, true)
 	}
-	defer s.close(ctx, true)
 	own := s.conn.sessionID()
 	for _, t := range todo {
 		if t.id == own {

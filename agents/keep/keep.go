@@ -8,6 +8,10 @@
 // dropped or left at Close is retired: logged out once nobody uses it,
 // and never handed out again.
 //
+// The sessions an agent opens are recorded in a Journal (a file under the
+// daemon's data_dir): a process killed before it logged them out leaves
+// them there, and the next one closes them (agents.SessionRecord).
+//
 // What a session is, how it logs in and out and what a keep-alive asks
 // stay with each agent's protocol.
 package keep

@@ -252,9 +252,12 @@ func newDeviceCmd(a *app) *cobra.Command {
 last check of each found: HEALTH (ok, FAILING with the kind of error — auth,
 unreachable, other — and for how long, pending, or "not checked here" for a
 device that fences only this node: the other nodes check it), when the last
-check ran, how long it took, and its error. Every node checks each device
-that fences another node every devices.NAME.monitor_interval (default 60s),
-with a status query, never a power action.`,
+check ran, how long it took, and its error. HEALTH also says "(session held)"
+while this node holds a session open on the device for the next fence, and
+ERROR notes a BMC with no free session slot (the check ran on the held
+session). Every node checks each device that fences another node every
+devices.NAME.monitor_interval (default 60s), with a status query, never a
+power action.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var out api.DeviceList

@@ -109,9 +109,9 @@ func healthCells(h api.DeviceHealth, now time.Time) (state, checked, latency, er
 	}
 	switch h.Session {
 	case "held":
-		state += ", session held"
+		state += " (session held)"
 	case "opening":
-		state += ", opening session"
+		state += " (opening session)"
 	}
 	if h.LastCheck != nil {
 		checked = shortAgo(now.Sub(*h.LastCheck)) + " ago"

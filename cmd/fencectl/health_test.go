@@ -84,7 +84,7 @@ func TestHealthCells(t *testing.T) {
 	if state, checked, _, _ := healthCells(api.DeviceHealth{State: api.HealthUnmonitored}, now); state != "not checked here" || checked != "-" {
 		t.Errorf("unmonitored: %q %q", state, checked)
 	}
-	if state, _, _, errText := healthCells(api.DeviceHealth{State: api.HealthOK, Session: "held", Note: "BMC has no free session slot: checked on the held session"}, now); state != "ok, session held" || errText != "BMC has no free session slot: checked on the held session" {
+	if state, _, _, errText := healthCells(api.DeviceHealth{State: api.HealthOK, Session: "held", Note: "BMC has no free session slot: checked on the held session"}, now); state != "ok (session held)" || errText != "BMC has no free session slot: checked on the held session" {
 		t.Errorf("held, no free slot: %q %q", state, errText)
 	}
 }

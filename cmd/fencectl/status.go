@@ -109,6 +109,9 @@ func printStatus(w io.Writer, st *api.Status) {
 	if s.Ineligible != "" {
 		fmt.Fprintf(w, "           NOT ELIGIBLE for primacy: %s\n", cell(s.Ineligible))
 	}
+	if s.NotReady != "" {
+		fmt.Fprintf(w, "           not ready for primacy yet: %s\n", cell(s.NotReady))
+	}
 	if wd := s.Watchdog; wd != nil && wd.Armed && !wd.Advertised {
 		fmt.Fprintf(w, "           watchdog %s armed, NOT ADVERTISED for the watchdog level: %s\n", cell(wd.Device), cell(wd.Note))
 	}
@@ -325,6 +328,9 @@ func statusLines(st *api.Status) ([]string, map[string]string) {
 		cell(st.Node), cell(s.Role), cell(s.Raft), s.Term, s.KnownEpoch, s.Epoch, cell(s.Storage), s.Standby)
 	if s.Ineligible != "" {
 		m["this node"] += ", not eligible: " + cell(s.Ineligible)
+	}
+	if s.NotReady != "" {
+		m["this node"] += ", not ready yet: " + cell(s.NotReady)
 	}
 	if cl := configLines(st, false); len(cl) > 0 {
 		keys = append(keys, "config")

@@ -165,6 +165,9 @@ type SelfStatus struct {
 	// Ineligible says why this node may not take primacy now (its
 	// unfencing at start failed, a resource it cannot stop, ...).
 	Ineligible string `json:"ineligible,omitempty"`
+	// NotReady says why this node, eligible, does not take primacy yet:
+	// it just joined and opens the fence device sessions it should hold.
+	NotReady string `json:"notReady,omitempty"`
 	// Watchdog is this node's watchdog device, when one is configured.
 	Watchdog *WatchdogStatus `json:"watchdog,omitempty"`
 }

@@ -23,7 +23,11 @@ type Config struct {
 	Node  string `yaml:"node,omitempty"`
 	Nodes []Node `yaml:"nodes"`
 	// Timing of leases, heartbeats and fencing.
-	Timing  Timing            `yaml:"timing"`
+	Timing Timing `yaml:"timing"`
+	// DataDir holds the raft log and snapshots (the epoch and the history
+	// survive restarts) and sessions.json, the fence device sessions this
+	// node holds open (device, address, session ID; no secret), which a
+	// daemon closes at start when the last one did not (it was killed).
 	DataDir string            `yaml:"data_dir"`
 	API     API               `yaml:"api"`
 	Gossip  Gossip            `yaml:"gossip"`

@@ -218,8 +218,9 @@ type Env struct {
 	// Kick asks the loop for a Step soon: an event was posted.
 	Kick func()
 	// Ineligible says why this node may not take primacy now ("" = it
-	// may).
+	// may); NotYet why it does not take it yet (tenure.Input.NotYet).
 	Ineligible func() string
+	NotYet     func() string
 	// Context is the parent of every tenure's Scope (the daemon's hard
 	// stop ends it); nil = context.Background().
 	Context context.Context
@@ -261,6 +262,9 @@ func New(cfg Config, env Env) *Driver {
 	}
 	if env.Ineligible == nil {
 		env.Ineligible = func() string { return "" }
+	}
+	if env.NotYet == nil {
+		env.NotYet = func() string { return "" }
 	}
 	if env.Kick == nil {
 		env.Kick = func() {}
@@ -345,7 +349,7 @@ func (d *Driver) Step() {
 	}
 	before := d.m.Phase()
 	acts := d.m.Step(tenure.Input{Now: d.env.Clock.Now(), Leader: d.env.Log.IsLeader(), Committed: committedOf(d.env.Log.Holders()),
-		Ineligible: d.env.Ineligible(), Event: ev})
+		Ineligible: d.env.Ineligible(), NotYet: d.env.NotYet(), Event: ev})
 	if after := d.m.Phase(); before == tenure.Releasing && (after == tenure.Secondary || after == tenure.Stopped) {
 		d.env.Effects.DisarmWatchdog()
 	}

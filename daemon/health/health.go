@@ -121,10 +121,11 @@ type Health struct {
 	// for the next fence, SessionOpening while a check opens one to keep,
 	// "" otherwise.
 	Session string
-	// KeepsSession: the device's kept agent can hold a session; WarmTried:
-	// a check asked to keep its session has finished (opened it or failed)
-	// since the checker started.
-	KeepsSession, WarmTried bool
+	// Started: the device's watch has begun (its kept agent is built);
+	// KeepsSession: that agent can hold a session; WarmTried: a check
+	// asked to keep its session has finished (opened it or failed) since
+	// the checker started.
+	Started, KeepsSession, WarmTried bool
 	// Note is what the last check found that is not a failure but should
 	// be known (NoteNoFreeSlot).
 	Note string
@@ -212,10 +213,13 @@ type Options struct {
 	// SessionChanged, when set, is told when a kept device's Session or
 	// WarmTried changes.
 	SessionChanged func(device string)
-	// BeforeFirst, when set, runs before a device's first check (the
-	// daemon closes there the sessions a crashed process left open on the
-	// device, which may take the slots the check is about to need).
-	BeforeFirst func(ctx context.Context, device string)
+	// LeftOpen, when set, runs once for each kept device as its watch
+	// starts, with its kept agent: the daemon closes there the sessions a
+	// crashed process left open on the device. When the device's session
+	// is wanted then, it runs right after the check that opened it (the
+	// agent closes them on that session: no login of its own, and the
+	// fence the session is for is not kept waiting); else before anything.
+	LeftOpen func(ctx context.Context, device string, k Keeper)
 }
 
 // Checker checks devices on their intervals and keeps the results. Its
@@ -474,10 +478,12 @@ func (m *Checker) setChecking(device string, at time.Time) {
 // watchKept is watch for a device checked through its kept agent, which
 // it owns: it builds it first and closes it last.
 func (m *Checker) watchKept(ctx context.Context, d Device) {
-	if m.o.BeforeFirst != nil {
-		m.o.BeforeFirst(ctx, d.Name)
-	}
 	k, err := m.o.Keep(d)
+	m.mu.Lock()
+	if h, ok := m.health[d.Name]; ok {
+		h.Started, h.KeepsSession = true, err == nil && k.KeepAliveInterval() > 0
+	}
+	m.mu.Unlock()
 	if err != nil {
 		// A configuration error (the agent cannot be built): every check
 		// reports it, as a check through the engine would.
@@ -486,13 +492,6 @@ func (m *Checker) watchKept(ctx context.Context, d Device) {
 		return
 	}
 	defer k.Close()
-	if k.KeepAliveInterval() > 0 {
-		m.mu.Lock()
-		if h, ok := m.health[d.Name]; ok {
-			h.KeepsSession = true
-		}
-		m.mu.Unlock()
-	}
 	warm := func() bool { return m.o.Warm != nil && m.o.Warm(d.Name) }
 	// kept: the last check was asked to keep its session and succeeded.
 	kept := false
@@ -526,6 +525,13 @@ func (m *Checker) watchKept(ctx context.Context, d Device) {
 	poll := min(m.o.WarmPoll, d.Interval)
 	lastUse := time.Time{}
 	wanted := false // Warm's answer at the last poll
+	if m.o.LeftOpen != nil {
+		if k.KeepAliveInterval() > 0 && warm() {
+			checkNow()
+			lastUse, wanted = time.Now(), true
+		}
+		m.o.LeftOpen(ctx, d.Name, k)
+	}
 	t := time.NewTimer(min(time.Until(next), poll))
 	defer t.Stop()
 	_, seen := m.rewarmed()

@@ -212,3 +212,35 @@ func TestSessionInHealth(t *testing.T) {
 		t.Fatalf("after the logout: %+v", h)
 	}
 }
+
+// LeftOpen runs once per kept device as its watch starts: right after the
+// check that opens the session when one is wanted (so the sessions a
+// crashed process left are closed on it), else before any check.
+func TestLeftOpenOrder(t *testing.T) {
+	for _, want := range []bool{true, false} {
+		k := &fakeKeeper{}
+		var mu sync.Mutex
+		var order []string
+		m := New(Options{Self: "n", Devices: devs(time.Hour, "bmc"), FirstWithin: time.Hour, WarmPoll: time.Hour,
+			Keep: func(Device) (Keeper, error) { return k, nil },
+			Warm: func(string) bool { return want },
+			LeftOpen: func(_ context.Context, dev string, kk Keeper) {
+				mu.Lock()
+				defer mu.Unlock()
+				c, keeps, _, _ := k.get()
+				order = append(order, "left-open", dev)
+				if kk != k || c != keeps || (want && c != 1) || (!want && c != 0) {
+					t.Errorf("warm %v: LeftOpen after %d checks (%d keeping), with %v", want, c, keeps, kk)
+				}
+			}})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { m.Run(ctx); close(done) }()
+		waitFor(t, "LeftOpen", time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(order) == 2 })
+		if h, _ := m.Get("bmc"); want != (h.Session == SessionHeld) || !h.Started || !h.KeepsSession {
+			t.Errorf("warm %v: %+v", want, h)
+		}
+		cancel()
+		<-done
+	}
+}

@@ -210,7 +210,12 @@ type Input struct {
 	// where it must not be could not be stopped). It holds no tenure; a
 	// holding tenure is not ended by it.
 	Ineligible string
-	Event      Event // nil: time passed or the state changed
+	// NotYet, when set, says why this node, eligible, does not take
+	// primacy yet (it opens the fence device sessions a takeover needs,
+	// for a bounded time): unlike Ineligible, a leader keeps leadership
+	// meanwhile, and acquires once it is clear.
+	NotYet string
+	Event  Event // nil: time passed or the state changed
 }
 
 // Event is the result of an action, or a request from outside.
@@ -902,7 +907,9 @@ func (m *Machine) idle(in Input) []Action {
 		}
 		return nil
 	}
-	if in.Now < m.acquireAt {
+	if in.NotYet != "" || in.Now < m.acquireAt {
+		// Not yet: handing leadership on would cost an election, and
+		// the follower it goes to may be the leader that just died.
 		return nil
 	}
 	m.phase = Acquiring

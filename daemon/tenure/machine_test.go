@@ -605,6 +605,18 @@ func TestIneligibleKeepsLeadershipWithoutSuccessor(t *testing.T) {
 	r.want(r.step(nil), Acquiring, Acquire{})
 }
 
+// A leader that is not ready yet (NotYet) neither acquires nor hands
+// leadership on; once ready, it acquires.
+func TestNotYetWaitsWithoutTransfer(t *testing.T) {
+	r := newRig(t, nil)
+	r.leader = true
+	for range 3 {
+		r.want(r.m.Step(Input{Now: r.now, Leader: true, Committed: r.view, NotYet: "opening fence device sessions"}), Secondary)
+		r.advance(testTiming.Heartbeat)
+	}
+	r.want(r.step(nil), Acquiring, Acquire{})
+}
+
 func TestSupersededAndStaleViews(t *testing.T) {
 	r := newRig(t, nil)
 	r.grant(5, Grant{})
