@@ -301,9 +301,41 @@ func (l raftLog) Acquire(c quorum.Command, _ tenure.Time, done func(any, error))
 
 func (l raftLog) Confirm(_ uint64, _ tenure.Time, done func(error)) {
 	l.d.async(func() func() {
-		err := l.d.raft.Confirm(l.d.cfg.Timing.Lease.D())
+		err := l.d.confirm(l.d.cfg.Timing.Lease.D())
 		return func() { done(err) }
 	})
+}
+
+// confirm renews the lease by whichever path completes first: raft's
+// barrier, or a renewal round over the beacon channel (quorum.Detector.Renew;
+// README, "Lease"). Both show that a majority heard from this leader after
+// the call; under heavy packet loss raft's one stream per follower may
+// stall for seconds while a round's datagrams, sent again every Detect/8,
+// still get through. It fails only when both failed.
+func (d *Daemon) confirm(timeout time.Duration) error {
+	type result struct {
+		round bool
+		err   error
+	}
+	ch := make(chan result, 2)
+	go func() { ch <- result{false, d.raft.Confirm(timeout)} }()
+	go func() { ch <- result{true, d.detector.Renew(timeout)} }()
+	var errs []error
+	for range 2 {
+		r := <-ch
+		if r.err == nil {
+			path := "barrier"
+			if r.round {
+				path = "round"
+			}
+			d.metrics.renewed(path)
+			return nil
+		}
+		if !errors.Is(r.err, quorum.ErrNoRenewRound) {
+			errs = append(errs, r.err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func (l raftLog) Transfer(to string, done func(error)) {

@@ -20,6 +20,6 @@ func (d *Daemon) answerContact(body []byte) ([]byte, error) {
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, err
 	}
-	e, ok := d.raft.SinceContact(req.Leader)
+	e, ok := d.raft.BoundContact(req.Leader)
 	return json.Marshal(contactResp{Known: ok, ElapsedNs: int64(e)})
 }

@@ -30,6 +30,7 @@ type metrics struct {
 	inflight prometheus.Gauge
 	alerts   *prometheus.CounterVec
 	dropped  prometheus.Counter
+	renewals *prometheus.CounterVec
 }
 
 // scrape is what the gauges computed at scrape time read.
@@ -68,8 +69,11 @@ func newMetrics(src scrape) *metrics {
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fenced_alerts_dropped_total", Help: "Alert events dropped because the alert queue was full.",
 		}),
+		renewals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fenced_lease_renewals_total", Help: "Lease renewals of this node as primary, by the path that confirmed each first (barrier: raft's; round: a renewal round over the beacon channel).",
+		}, []string{"path"}),
 	}
-	m.reg.MustRegister(m.fences, m.attempts, m.duration, m.blocked, m.checks, m.inflight, m.alerts, m.dropped, buildInfo(),
+	m.reg.MustRegister(m.fences, m.attempts, m.duration, m.blocked, m.checks, m.inflight, m.alerts, m.dropped, m.renewals, buildInfo(),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(&stateCollector{src: src}, &resourceCollector{status: src.resources})
 	return m
@@ -109,6 +113,13 @@ func (m *metrics) deviceChecked(h health.Health) {
 func (m *metrics) alertRan(alert, result string) {
 	if m != nil {
 		m.alerts.WithLabelValues(alert, result).Inc()
+	}
+}
+
+// renewed counts a lease renewal by the path that confirmed it.
+func (m *metrics) renewed(path string) {
+	if m != nil {
+		m.renewals.WithLabelValues(path).Inc()
 	}
 }
 

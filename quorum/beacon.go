@@ -31,7 +31,7 @@ import (
 // refused like any other outsider's packet.
 //
 // A node advertises in its gossip metadata which beacons it reads
-// (Meta.Beacon): 2, frames whose beacon is numbered (beaconMagicSeq, see
+// (Meta.Beacon): 3, also lease renewal rounds (renew.go); 2, frames whose beacon is numbered (beaconMagicSeq, see
 // Detector.received: a frame recorded and sent again is refused); 1, frames
 // of unnumbered beacons; 0 (older versions), memberlist messages only. The
 // leader sends each follower what it reads, so a rolling upgrade keeps
@@ -40,7 +40,7 @@ const (
 	beaconFrame      = 0xfb
 	beaconFramed     = 1 // Meta.Beacon of a node that reads beacon frames
 	beaconNumbered   = 2 // Meta.Beacon of a node that reads numbered beacons
-	beaconVersion    = beaconNumbered
+	beaconVersion    = beaconRenews
 	beaconMagicSeq   = 'S' // a numbered beacon: magic, term, sequence, sender
 	beaconSeqHeader  = 1 + 8 + 8
 	beaconNameMaxLen = 64
@@ -150,7 +150,7 @@ func (m *Membership) receiveBeacon(frame []byte, from net.Addr) {
 		m.guard.refused.note("gossip-udp", err.Error(), addrString(from), "")
 		return
 	}
-	if len(p) == 0 || p[0] != beaconMagic && p[0] != beaconMagicSeq {
+	if len(p) == 0 || p[0] != beaconMagic && p[0] != beaconMagicSeq && p[0] != renewProbe && p[0] != renewAnswer {
 		m.guard.refused.note("gossip-udp", "beacon frame without a beacon", addrString(from), "")
 		return
 	}

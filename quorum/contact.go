@@ -15,6 +15,44 @@ type contactTracker struct {
 	last   map[string]Mono
 	prev   string // the leader at the last sample
 	before string // the leader before prev (another node, or "")
+	// sealed is, per leader, the newest term whose renewal rounds this
+	// node records no more: its term when it last answered a successor's
+	// question about that leader (BoundContact). startTerm is the term
+	// raft started in: seals made before a restart are lost, so no round
+	// of it or an earlier term is recorded (see renew.go).
+	sealed    map[string]uint64
+	startTerm uint64
+}
+
+// takeRound records contact with leader now, for a renewal round of term
+// that this node follows leader in, unless that term is sealed for leader
+// or not after the one raft started in; it reports whether it did (and so
+// whether the round may be answered).
+func (q *Raft) takeRound(leader string, term uint64) bool {
+	t := q.contacts
+	now := Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if term <= t.startTerm || term <= t.sealed[leader] {
+		return false
+	}
+	if now > t.last[leader] {
+		t.last[leader] = now
+	}
+	return true
+}
+
+// BoundContact is SinceContact for a successor that bounds leader's last
+// lease renewal by the answer (daemon's contact question): before it
+// answers, it seals leader's terms up to this node's current one, so that
+// no renewal round of them is recorded after the answer.
+func (q *Raft) BoundContact(leader string) (time.Duration, bool) {
+	t := q.contacts
+	term := q.r.CurrentTerm()
+	t.mu.Lock()
+	t.sealed[leader] = max(t.sealed[leader], term)
+	t.mu.Unlock()
+	return q.SinceContact(leader)
 }
 
 // sampleContact records raft's current leader and last contact.

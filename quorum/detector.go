@@ -74,6 +74,7 @@ type Detector struct {
 	urgeTill    time.Time     // this node's log is newer than an asker's: it stands at once
 	deferred    time.Time     // when this node last held back for an earlier-ranked one (watch's own)
 	wake        chan struct{} // wakes watch (an urge)
+	renew       renewState    // lease renewal rounds (renew.go)
 	stop        chan struct{}
 	wg          sync.WaitGroup
 }
@@ -191,6 +192,16 @@ var processStart = time.Now()
 // given, replayed or not; raft's contact and the ask of a majority still
 // decide an election.
 func (d *Detector) received(b []byte) {
+	if len(b) > 0 {
+		switch b[0] {
+		case renewProbe:
+			d.onProbe(b)
+			return
+		case renewAnswer:
+			d.onAnswer(b)
+			return
+		}
+	}
 	head := 9
 	if len(b) > 0 && b[0] == beaconMagicSeq {
 		head = beaconSeqHeader

@@ -216,7 +216,9 @@ func OpenRaft(o RaftOptions) (*Raft, error) {
 		return nil, fmt.Errorf("raft: %w", err)
 	}
 	q := &Raft{r: r, logs: logs, fsm: fsm, self: o.Self, trans: trans, kick: kick, close: closeAll, log: log}
-	q.contacts = &contactTracker{last: map[string]Mono{}}
+	// The term it started in, or a later one: renewal rounds are
+	// answered only of later terms (see takeRound).
+	q.contacts = &contactTracker{last: map[string]Mono{}, sealed: map[string]uint64{}, startTerm: r.CurrentTerm()}
 	q.hb = conf.HeartbeatTimeout
 	q.changes = raft.NewObserver(nil, false, q.observe)
 	q.r.RegisterObserver(q.changes)
