@@ -179,6 +179,19 @@ func (c *checker) process(i uint64, e entry) {
 	}
 }
 
+// roundRenewed: leader n's renewal round for epoch, begun at t0 (true
+// time), was answered by answers nodes, itself included. Like a barrier a
+// majority stored, it renews the lease from t0.
+func (c *checker) roundRenewed(n *Node, epoch uint64, t0 int64, answers int) {
+	if answers < c.w.majority {
+		c.failf(InvLease, "%s's renewal round at epoch %d completed with %d answers, fewer than a majority", n.name, epoch, answers)
+		return
+	}
+	if c.renew[n.id][epoch] < t0 {
+		c.renew[n.id][epoch] = t0
+	}
+}
+
 // verdict is what the committed log says of a mount intent when it met
 // the state: stale (another epoch is current), or msg names a node that may
 // still run the storage; ok when neither.

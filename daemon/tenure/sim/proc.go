@@ -51,6 +51,13 @@ type proc struct {
 	futures      map[uint64]future
 	xfer         *xfer
 
+	// renewal rounds (renew.go)
+	roundSeq  uint64
+	rounds    map[uint64]*roundState
+	taken     []seqOf  // per leader, the newest round taken
+	sealed    []uint64 // per leader, the newest term sealed
+	startTerm uint64   // the term this process started in
+
 	// detector (quorum.Detector)
 	beacon     []int64 // last beacon per leader, on this node's clock
 	holdTill   int64
@@ -319,7 +326,20 @@ func (l simLog) Confirm(epoch uint64, t0 tenure.Time, done func(error)) {
 		p.timer(0, func() { done(err) })
 		return
 	}
-	p.apply(entBarrier, nil, meta{origin: p.n.id, epoch: epoch, t0: p.n.clk.trueOf(t0)}, func(_ any, err error) { done(err) })
+	// The daemon's confirm: raft's barrier and a renewal round, the
+	// first to succeed renews; it fails when both failed.
+	pending, finished := 2, false
+	either := func(err error) {
+		if finished {
+			return
+		}
+		if pending--; err == nil || pending == 0 {
+			finished = true
+			done(err)
+		}
+	}
+	p.apply(entBarrier, nil, meta{origin: p.n.id, epoch: epoch, t0: p.n.clk.trueOf(t0)}, func(_ any, err error) { either(err) })
+	p.renewRound(epoch, t0, either)
 }
 
 func (l simLog) Transfer(to string, done func(error)) {
@@ -378,6 +398,7 @@ func (s simPeers) Contact(_ context.Context, node, leader string, done func(time
 	}
 	self := p.n.id
 	w.net.send(self, w.node(node).id, 0, func(q *proc) {
+		q.seal(f)
 		e, known := q.contactOf(p, f)
 		w.net.send(q.n.id, self, 0, func(r *proc) {
 			if r == p {

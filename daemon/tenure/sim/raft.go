@@ -138,6 +138,9 @@ func (p *proc) startRaft() {
 	}
 	p.leaderID, p.prevLeader = -1, -1
 	p.lastContact = int64(p.n.local())
+	p.taken = make([]seqOf, p.w.sc.Nodes)
+	p.sealed = make([]uint64, p.w.sc.Nodes)
+	p.startTerm = p.n.term
 	p.becomeFollower()
 }
 
