@@ -352,6 +352,10 @@ func BenchmarkNoFalseFailoversLossy(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		st0, err := p.Status(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
 		for i := range c.Nodes {
 			if err := ns.Loss(i, loss); err != nil {
 				b.Fatal(err)
@@ -368,8 +372,19 @@ func BenchmarkNoFalseFailoversLossy(b *testing.B) {
 			ns.NoLoss(i)
 		}
 		st, failovers, fences := soakResult(b, c, e1)
-		b.Logf("%ds, %d%% loss on every link, a saturated core: %d failovers (epoch %d → %d, primary %s → %s), %d fences",
-			secs, loss, failovers, e1, st.Primary.Epoch, p.Name, st.Primary.Node, fences)
+		// Elections: raft terms begun (each a candidacy that moved a
+		// majority's term, won or not); slow renewals: those that took
+		// longer than a heartbeat, the early sign of a lease given up.
+		slow := 0
+		for _, n := range c.Nodes {
+			if lb, err := os.ReadFile(n.Log); err == nil {
+				slow += strings.Count(string(lb), "lease renewal slow")
+			}
+		}
+		b.ReportMetric(float64(st.Self.Term-st0.Self.Term), "elections")
+		b.ReportMetric(float64(slow), "slow-renewals")
+		b.Logf("%ds, %d%% loss on every link, a saturated core: %d failovers (epoch %d → %d, primary %s → %s), %d fences, %d elections (raft term %d → %d), %d slow renewals",
+			secs, loss, failovers, e1, st.Primary.Epoch, p.Name, st.Primary.Node, fences, st.Self.Term-st0.Self.Term, st0.Self.Term, st.Self.Term, slow)
 		if failovers > 0 || fences > 0 {
 			b.Logf("the nodes' logs are in %s", keepLogs(c))
 		}
