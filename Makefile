@@ -68,11 +68,16 @@ lint:
 # The race detector on the packages whose tests run their concurrency in
 # the test process (the cluster tests in ./daemon run fenced as separate
 # processes, and are timing-sensitive: they run without it).
-RACE_PKGS ?= ./daemon/tenure ./daemon/driver ./daemon/api ./daemon/config ./daemon/health ./daemon/unfence ./daemon/storage/... ./quorum ./stonith ./agents/...
+RACE_PKGS ?= ./daemon/tenure ./daemon/driver ./daemon/api ./daemon/config ./daemon/health ./daemon/unfence ./daemon/storage/... ./quorum ./stonith
+# The agents with -short: their own concurrency (sessions, keep-alives,
+# retries) without the long runs against external simulators and agents,
+# which the plain run covers.
+RACE_SHORT ?= ./agents/...
 # make test's: the core, whose concurrency is the daemon's own.
 RACE_QUICK ?= ./daemon/tenure ./daemon/driver ./daemon/api ./daemon/config ./daemon/unfence ./stonith
 race:
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(RACE_PKGS)
+	$(GO) test -race -short -count=1 -timeout $(TEST_TIMEOUT) $(RACE_SHORT)
 
 test-deps:
 	./.ci/install-deps
@@ -84,7 +89,7 @@ unit:
 # shortened so that all of them fuzz for FUZZBUDGET seconds at most);
 # .ci/fuzz-smoke finds them with `go test -list`.
 FUZZTIME   ?= 10s
-FUZZBUDGET ?= 90
+FUZZBUDGET ?= 60
 fuzz-smoke:
 	GO=$(GO) FUZZTIME=$(FUZZTIME) FUZZBUDGET=$(FUZZBUDGET) ./.ci/fuzz-smoke
 

@@ -393,3 +393,99 @@ func BenchmarkNoFalseFailoversLossy(b *testing.B) {
 		ns.Close()
 	}
 }
+
+// BenchmarkTakeoverLossy measures failover after a real SIGKILL of the
+// primary in a 3-node cluster in network namespaces, default timings,
+// without loss and with FENCED_BENCH_LOSS percent (default 33) of the
+// packets lost on each direction of every cluster link (nftables numgen),
+// BMCs behind the namespaces' relay. It reports p50 and p99 of each phase
+// and asserts nothing about time. Needs root.
+//
+//	go test ./daemon -run '^$' -bench TakeoverLossy -benchtime 10x -timeout 60m
+func BenchmarkTakeoverLossy(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root for network namespaces")
+	}
+	loss := 33
+	if l, err := strconv.Atoi(os.Getenv("FENCED_BENCH_LOSS")); err == nil {
+		loss = l
+	}
+	for _, pct := range []int{0, loss} {
+		b.Run(fmt.Sprintf("loss=%d%%", pct), func(b *testing.B) {
+			ns, err := devcluster.NewNetns(fmt.Sprintf("ftl%d", os.Getpid()%10000), 3, (os.Getpid()+pct+113)%250)
+			if err != nil {
+				b.Fatal(err)
+			}
+			c, err := devcluster.New(devcluster.Options{Nodes: 3, Dir: b.TempDir(), Bin: fencedBin, BMC: true, Hosts: ns.Hosts, Wrap: ns.Wrap})
+			if err != nil {
+				ns.Close()
+				b.Fatal(err)
+			}
+			var bmcs []*net.UDPAddr
+			for _, bm := range c.BMCs {
+				bmcs = append(bmcs, bm.Addr())
+			}
+			relay, err := ns.RelayUDP(bmcs)
+			if err != nil {
+				c.Close()
+				ns.Close()
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { c.Close(); relay.Close(); ns.Close() })
+			if err := c.Start(); err != nil {
+				b.Fatal(err)
+			}
+			if pct > 0 {
+				for i := range c.Nodes {
+					if err := ns.Loss(i, pct); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			var totals []time.Duration
+			phases := map[string][]time.Duration{}
+			for b.Loop() {
+				ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+				p, _, err := c.Primary(ctx)
+				if err != nil {
+					b.Fatalf("%v (logs in %s)", err, keepLogs(c))
+				}
+				time.Sleep(2 * time.Second)
+				kill := time.Now()
+				p.Signal(syscall.SIGKILL)
+				q, e2, err := c.Primary(ctx, p)
+				if err != nil {
+					b.Fatalf("%v (logs in %s)", err, keepLogs(c))
+				}
+				ph, err := takeoverPhases(ctx, q, p.Name, e2, kill)
+				if err != nil {
+					b.Fatalf("%v (logs in %s)", err, keepLogs(c))
+				}
+				totals = append(totals, ph["total"])
+				for k, v := range ph {
+					phases[k] = append(phases[k], v)
+				}
+				c.BMCs[p.Index].SetPower(true)
+				if err := p.Start(); err != nil {
+					b.Fatal(err)
+				}
+				for ctx.Err() == nil {
+					if st, err := p.Status(ctx); err == nil && st.Self.KnownEpoch >= e2 {
+						break
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+				cancel()
+			}
+			var summary []string
+			for _, k := range []string{"detect", "elect", "prepare", "fence", "confirm", "mount", "total"} {
+				v := phases[k]
+				slices.Sort(v)
+				p50, p99 := v[len(v)/2], v[(len(v)*99+99)/100-1]
+				b.ReportMetric(float64(p50.Microseconds())/1000, k+"-p50-ms")
+				summary = append(summary, fmt.Sprintf("%s p50 %s p99 %s", k, p50.Round(time.Millisecond), p99.Round(time.Millisecond)))
+			}
+			b.Logf("%d%% loss, %d failovers after SIGKILL: %s", pct, len(totals), strings.Join(summary, "; "))
+		})
+	}
+}
