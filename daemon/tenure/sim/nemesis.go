@@ -144,6 +144,15 @@ func (w *World) inject(i int, f Fault) {
 	case Standby:
 		w.standby(n, true)
 		w.after(f.Dur, func() { w.standby(n, false) })
+	case Stall:
+		w.stallTok++
+		tok := w.stallTok
+		w.net.stallLinks(f.Mask)
+		w.after(f.Dur, func() {
+			if w.stallTok == tok {
+				clear(w.net.stall)
+			}
+		})
 	case Ineligible:
 		p := n.proc
 		if p == nil {
@@ -277,6 +286,8 @@ func (w *World) heal() {
 	w.lossTok++
 	w.slowTok++
 	w.net.heal()
+	clear(w.net.stall)
+	w.stallTok++
 	w.net.loss, w.net.slow = 0, 0
 	for _, n := range w.nodes {
 		for l := range levels {

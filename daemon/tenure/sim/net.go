@@ -13,12 +13,16 @@ type network struct {
 	w    *World
 	n    int
 	cut  []bool // cut[from*n+to]: messages from → to are dropped
+	// stall[from*n+to]: raft's stream from → to is stalled (its messages
+	// are dropped, as TCP retransmitting under heavy loss delays them past
+	// use); datagrams (beacons, renewal rounds, gossip calls) still pass.
+	stall []bool
 	loss int    // per mille
 	slow time.Duration
 }
 
 func newNetwork(w *World, n int) network {
-	return network{w: w, n: n, cut: make([]bool, n*n)}
+	return network{w: w, n: n, cut: make([]bool, n*n), stall: make([]bool, n*n)}
 }
 
 func (nw *network) connected(from, to int) bool { return from == to || !nw.cut[from*nw.n+to] }
@@ -55,6 +59,34 @@ func (nw *network) send(from, to int, extra time.Duration, fn func(p *proc)) {
 		}
 		dst.exec(inc, func() { fn(dst.proc) })
 	})
+}
+
+// sendRaft is send for raft's own messages (its TCP streams), which a
+// stall drops.
+func (nw *network) sendRaft(from, to int, extra time.Duration, fn func(p *proc)) {
+	if nw.stall[from*nw.n+to] {
+		return
+	}
+	nw.send(from, to, extra, func(p *proc) {
+		if !nw.stall[from*nw.n+to] {
+			fn(p)
+		}
+	})
+}
+
+// stallLinks stalls raft's stream on each directed link whose bit in mask
+// is set (randomCuts' order), and no other.
+func (nw *network) stallLinks(mask uint64) {
+	k := 0
+	for a := range nw.n {
+		for b := range nw.n {
+			if a == b {
+				continue
+			}
+			nw.stall[a*nw.n+b] = mask&(1<<(k%64)) != 0
+			k++
+		}
+	}
 }
 
 // heal reconnects every link.

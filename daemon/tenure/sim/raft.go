@@ -255,7 +255,7 @@ func (p *proc) broadcastVote(pre bool) {
 		transfer: p.transferCand, pre: pre, round: p.round}
 	for i := range p.w.nodes {
 		if i != p.n.id {
-			p.w.net.send(p.n.id, i, 0, func(q *proc) { q.onVote(req) })
+			p.w.net.sendRaft(p.n.id, i, 0, func(q *proc) { q.onVote(req) })
 		}
 	}
 }
@@ -265,7 +265,7 @@ func (p *proc) onVote(req voteReq) {
 	resp := voteResp{term: n.term, pre: req.pre, round: req.round}
 	defer func() {
 		from := req.cand
-		p.w.net.send(n.id, from, diskDelay(n), func(q *proc) { q.onVoteResp(resp) })
+		p.w.net.sendRaft(n.id, from, diskDelay(n), func(q *proc) { q.onVoteResp(resp) })
 	}()
 	if p.leaderID >= 0 && p.leaderID != req.cand && (req.pre || !req.transfer) {
 		return
@@ -376,7 +376,7 @@ func (p *proc) armHeartbeat() {
 		req := aeReq{term: p.n.term, leader: p.n.id, hb: true}
 		for i := range p.w.nodes {
 			if i != p.n.id {
-				p.w.net.send(p.n.id, i, 0, func(q *proc) { q.onAppend(req) })
+				p.w.net.sendRaft(p.n.id, i, 0, func(q *proc) { q.onAppend(req) })
 			}
 		}
 		p.armHeartbeat()
@@ -463,14 +463,14 @@ func (p *proc) sendAppend(i int) {
 	req := aeReq{term: n.term, leader: n.id, prev: prev, prevTerm: n.log[prev].term,
 		ents: slices.Clone(n.log[p.next[i]:end]), commit: p.commit}
 	p.next[i] = end
-	p.w.net.send(n.id, i, 0, func(q *proc) { q.onAppend(req) })
+	p.w.net.sendRaft(n.id, i, 0, func(q *proc) { q.onAppend(req) })
 }
 
 func (p *proc) onAppend(req aeReq) {
 	n := p.n
 	resp := aeResp{prev: req.prev, reqTerm: req.term, term: n.term, hb: req.hb, last: n.lastIndex()}
 	reply := func() {
-		p.w.net.send(n.id, req.leader, diskDelay(n), func(q *proc) { q.onAppendResp(n.id, resp) })
+		p.w.net.sendRaft(n.id, req.leader, diskDelay(n), func(q *proc) { q.onAppendResp(n.id, resp) })
 	}
 	if req.term < n.term {
 		reply()
@@ -653,10 +653,10 @@ func (p *proc) transfer(to int, cb func(error)) {
 			return
 		}
 		self := p.n.id
-		p.w.net.send(self, to, 0, func(q *proc) {
+		p.w.net.sendRaft(self, to, 0, func(q *proc) {
 			q.w.tracef("%s TimeoutNow from %s", q.n.name, nodeName(self))
 			q.campaign(true)
-			q.w.net.send(q.n.id, self, 0, func(r *proc) {
+			q.w.net.sendRaft(q.n.id, self, 0, func(r *proc) {
 				if r.xfer != x {
 					return
 				}

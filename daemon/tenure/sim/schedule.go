@@ -67,11 +67,12 @@ const (
 	Standby                // an admin puts Node in standby for Dur
 	AdminFence             // an admin fences Node (`fencectl fence`), through the leader
 	Ineligible             // Node may not take primacy for Dur (its configuration differs, say)
+	Stall                  // raft's streams stall on random links for Dur (Mask); datagrams pass
 	numKinds
 )
 
 var kindNames = [...]string{"partition", "loss", "slow", "pause", "crash", "power", "shutdown", "device", "storage",
-	"handover", "confirm", "standby", "admin-fence", "ineligible"}
+	"handover", "confirm", "standby", "admin-fence", "ineligible", "stall"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -167,6 +168,8 @@ func (f Fault) Describe(nodes int) string {
 		return "admin fences " + n
 	case Ineligible:
 		return fmt.Sprintf("%s ineligible for %s", n, f.Dur)
+	case Stall:
+		return fmt.Sprintf("raft's streams stalled on random links (%#x) for %s; datagrams pass", f.Mask, f.Dur)
 	case Crash, Power, Shutdown:
 		if f.Dur == 0 {
 			return fmt.Sprintf("%s %s (back at the heal)", f.Kind, n)
@@ -305,7 +308,25 @@ func Generate(seed uint64) Schedule {
 		}
 	}
 	genModes(&sc)
+	genStalls(&sc)
 	return sc
+}
+
+// genStalls adds, in a third of the schedules, stalls of raft's streams on
+// random links (datagrams pass: only renewal rounds renew the lease across
+// them), from a stream of their own so that the rest of a seed's schedule
+// is what it was before stalls existed.
+func genStalls(sc *Schedule) {
+	r := rand.New(rand.NewPCG(sc.Seed, 0x7374616c6c))
+	if r.IntN(3) != 0 {
+		return
+	}
+	lease := profiles[sc.Profile].timing.Lease
+	for range 1 + r.IntN(3) {
+		sc.Faults = append(sc.Faults, Fault{At: uniform(r, lease/4, sc.Heal), Kind: Stall, Node: r.IntN(sc.Nodes),
+			Dur: uniform(r, lease/3, 3*lease), Mask: r.Uint64() & r.Uint64()})
+	}
+	slices.SortStableFunc(sc.Faults, func(a, b Fault) int { return int(a.At - b.At) })
 }
 
 // genModes draws the schedule's modes from a stream of their own, so that

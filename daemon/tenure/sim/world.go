@@ -95,7 +95,7 @@ type World struct {
 	chk   checker
 
 	entrySeq                  uint64
-	partTok, lossTok, slowTok int
+	partTok, lossTok, slowTok, stallTok int
 
 	steps  int // machine steps, for statistics
 	events int
