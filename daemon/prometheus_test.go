@@ -508,11 +508,27 @@ func TestPrometheusScrapesCluster(t *testing.T) {
 	for _, e := range expected {
 		expectedNames[e.alert] = true
 	}
+	// No other alert, once what passes with the takeover has (a holder
+	// not yet mounted, a scrape that timed out on a loaded machine).
+	unexpected := func() []promAlert {
+		var out []promAlert
+		for _, a := range active {
+			if !expectedNames[a.Labels["alertname"]] {
+				out = append(out, a)
+			}
+		}
+		return out
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(unexpected()) > 0 && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if active, err = prom.alerts(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, a := range unexpected() {
+		t.Errorf("unexpected alert %s (%s): %v", a.Labels["alertname"], a.State, a.Labels)
+	}
 	for _, a := range active {
 		name := a.Labels["alertname"]
-		if !expectedNames[name] {
-			t.Errorf("unexpected alert %s (%s): %v", name, a.State, a.Labels)
-		}
 		for k, v := range a.Annotations {
 			if v == "" || strings.Contains(v, "<no value>") || strings.Contains(v, "{{") || strings.Contains(v, "<error expanding template") {
 				t.Errorf("%s: annotation %s not rendered: %q", name, k, v)
@@ -550,8 +566,11 @@ func TestPrometheusScrapesCluster(t *testing.T) {
 	// The dashboard's range: since every node was scraped.
 	rng := strconv.Itoa(max(2, int(time.Since(scraped).Seconds())-1)) + "s"
 	subst := strings.NewReplacer("${job}", "fenced", "$job", "fenced", "$__rate_interval", "5s", "$__interval", "1s", "$__range", rng)
-	queries := 0
+	queries, withQueries := 0, 0
 	for _, pn := range panels {
+		if len(pn.Targets) > 0 {
+			withQueries++
+		}
 		for _, q := range pn.Targets {
 			queries++
 			expr := subst.Replace(q.Expr)
@@ -565,5 +584,5 @@ func TestPrometheusScrapesCluster(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d queries of %d panels returned data; %v in all", queries, len(panels), time.Since(begin).Round(100*time.Millisecond))
+	t.Logf("%d queries of %d panels returned data; %v in all", queries, withQueries, time.Since(begin).Round(100*time.Millisecond))
 }
