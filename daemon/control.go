@@ -301,7 +301,9 @@ func (l raftLog) Acquire(c quorum.Command, _ tenure.Time, done func(any, error))
 
 func (l raftLog) Confirm(_ uint64, _ tenure.Time, done func(error)) {
 	l.d.async(func() func() {
+		start := time.Now()
 		err := l.d.confirm(l.d.cfg.Timing.Lease.D())
+		l.d.metrics.leaseRenewed(time.Since(start), l.d.cfg.Timing.Heartbeat.D(), err)
 		return func() { done(err) }
 	})
 }

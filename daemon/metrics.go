@@ -31,6 +31,8 @@ type metrics struct {
 	alerts   *prometheus.CounterVec
 	dropped  prometheus.Counter
 	renewals *prometheus.CounterVec
+	renewal  prometheus.Histogram
+	paths    *prometheus.CounterVec
 }
 
 // scrape is what the gauges computed at scrape time read.
@@ -70,10 +72,25 @@ func newMetrics(src scrape) *metrics {
 			Name: "fenced_alerts_dropped_total", Help: "Alert events dropped because the alert queue was full.",
 		}),
 		renewals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "fenced_lease_renewals_total", Help: "Lease renewals of this node as primary, by the path that confirmed each first (barrier: raft's; round: a renewal round over the beacon channel).",
+			Name: "fenced_lease_renewals_total", Help: "Lease renewals of this node as primary, by result (ok; slow: took longer than a heartbeat; failed).",
+		}, []string{"result"}),
+		renewal: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "fenced_lease_renewal_duration_seconds", Help: "How long this node's lease renewals as primary took to be confirmed by a majority (raft's barrier or a renewal round, whichever first).",
+			Buckets: []float64{.002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}),
+		paths: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fenced_lease_renewals_by_path_total", Help: "Lease renewals of this node as primary that succeeded, by the path that confirmed each first (barrier: raft's; round: a renewal round over the beacon channel).",
 		}, []string{"path"}),
 	}
-	m.reg.MustRegister(m.fences, m.attempts, m.duration, m.blocked, m.checks, m.inflight, m.alerts, m.dropped, m.renewals, buildInfo(),
+	// Every result from the start, so that the first failure is an
+	// increase a rule can see, not a series that appears.
+	for _, r := range []string{renewalOK, renewalSlow, renewalFailed} {
+		m.renewals.WithLabelValues(r)
+	}
+	for _, p := range []string{"barrier", "round"} {
+		m.paths.WithLabelValues(p)
+	}
+	m.reg.MustRegister(m.fences, m.attempts, m.duration, m.blocked, m.checks, m.inflight, m.alerts, m.dropped, m.renewals, m.renewal, m.paths, buildInfo(),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(&stateCollector{src: src}, &resourceCollector{status: src.resources})
 	return m
@@ -119,7 +136,7 @@ func (m *metrics) alertRan(alert, result string) {
 // renewed counts a lease renewal by the path that confirmed it.
 func (m *metrics) renewed(path string) {
 	if m != nil {
-		m.renewals.WithLabelValues(path).Inc()
+		m.paths.WithLabelValues(path).Inc()
 	}
 }
 
@@ -145,6 +162,32 @@ func buildInfo() prometheus.Collector {
 	return g
 }
 
+// Results of fenced_lease_renewals_total.
+const (
+	renewalOK     = "ok"
+	renewalSlow   = "slow"
+	renewalFailed = "failed"
+)
+
+// leaseRenewed counts a finished lease renewal that took took; one slower
+// than heartbeat eats into the lease (the early sign of a primary about to
+// give it up).
+func (m *metrics) leaseRenewed(took, heartbeat time.Duration, err error) {
+	if m == nil {
+		return
+	}
+	switch {
+	case err != nil:
+		m.renewals.WithLabelValues(renewalFailed).Inc()
+		return
+	case took > heartbeat:
+		m.renewals.WithLabelValues(renewalSlow).Inc()
+	default:
+		m.renewals.WithLabelValues(renewalOK).Inc()
+	}
+	m.renewal.Observe(took.Seconds())
+}
+
 func (m *metrics) takeoverBlocked() {
 	if m != nil {
 		m.blocked.Inc()
@@ -164,12 +207,15 @@ var (
 	descLease   = prometheus.NewDesc("fenced_lease_remaining_seconds", "Time left on this node's primary lease (0 when not primary).", nil, nil)
 	descBlocked = prometheus.NewDesc("fenced_takeover_blocked", "1 while the current takeover is blocked on a fence.", nil, nil)
 	descNodeUp  = prometheus.NewDesc("fenced_node_up", "1 if the configured node is seen alive through gossip, by kind (data or witness).", []string{"node", "kind"}, nil)
+	descInfo    = prometheus.NewDesc("fenced_node_info", "1, labelled with this node's name and its cluster's (to name an instance in dashboards and alerts).", []string{"cluster", "node"}, nil)
+	descHolder  = prometheus.NewDesc("fenced_holder", "1 for the node the replicated state names holder of the storage (the primary, or the node taking over), by its state (acquiring, fencing, blocked, mounting, mounted, releasing, released); absent before the first.", []string{"node", "state"}, nil)
 
 	// Device health, for the devices this node checks (those that fence
 	// another node); absent until a device's first check.
 	descDevHealthy = prometheus.NewDesc("fenced_device_healthy", "1 if the device's last check from this node succeeded, 0 if it failed.", []string{"device"}, nil)
 	descDevAge     = prometheus.NewDesc("fenced_device_last_check_age_seconds", "Time since the device's last finished check from this node started.", []string{"device"}, nil)
 	descDevLatency = prometheus.NewDesc("fenced_device_last_check_duration_seconds", "How long the device's last check from this node took.", []string{"device"}, nil)
+	descDevEvery   = prometheus.NewDesc("fenced_device_check_interval_seconds", "How often this node checks the device (devices.NAME.monitor_interval).", []string{"device"}, nil)
 	descPath       = prometheus.NewDesc("fenced_fence_path_working", "1 if every device of some fence level of the node passed its last check from this node, 0 if every level has a failing device; absent while unknown.", []string{"node"}, nil)
 	descDevMonitor = prometheus.NewDesc("fenced_device_monitor_devices", "Fence devices this node's device checker checks (those that fence another node).", nil, nil)
 
@@ -187,7 +233,7 @@ var raftStates = []string{"leader", "follower", "candidate", "shutdown"}
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descQuorum, descVotes, descNeeded, descRole, descEpoch, descMembers, descLease, descBlocked,
-		descNodeUp, descDevHealthy, descDevAge, descDevLatency, descPath, descDevMonitor, descStorage, descRaftTerm, descRaftLeader,
+		descNodeUp, descInfo, descHolder, descDevHealthy, descDevAge, descDevLatency, descDevEvery, descPath, descDevMonitor, descStorage, descRaftTerm, descRaftLeader,
 		descRaftState, descLastFence, descConfigMatch} {
 		ch <- d
 	}
@@ -195,6 +241,10 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.src.status()
+	ch <- prometheus.MustNewConstMetric(descInfo, prometheus.GaugeValue, 1, s.Cluster, s.Node)
+	if s.Primary.Node != "" {
+		ch <- prometheus.MustNewConstMetric(descHolder, prometheus.GaugeValue, 1, s.Primary.Node, s.Primary.State)
+	}
 	ch <- prometheus.MustNewConstMetric(descQuorum, prometheus.GaugeValue, b2f(s.Quorum.Have))
 	ch <- prometheus.MustNewConstMetric(descVotes, prometheus.GaugeValue, float64(s.Quorum.Seen))
 	ch <- prometheus.MustNewConstMetric(descNeeded, prometheus.GaugeValue, float64(s.Quorum.Needed))
@@ -220,6 +270,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descDevHealthy, prometheus.GaugeValue, b2f(h.State == health.StateOK), h.Device)
 		ch <- prometheus.MustNewConstMetric(descDevAge, prometheus.GaugeValue, time.Since(h.LastCheck).Seconds(), h.Device)
 		ch <- prometheus.MustNewConstMetric(descDevLatency, prometheus.GaugeValue, h.Latency.Seconds(), h.Device)
+		if h.Interval > 0 {
+			ch <- prometheus.MustNewConstMetric(descDevEvery, prometheus.GaugeValue, h.Interval.Seconds(), h.Device)
+		}
 	}
 	for _, p := range s.FencePaths {
 		if p.State == api.PathWorking || p.State == api.PathFailing {

@@ -60,6 +60,11 @@ func shipped(packager string) map[string]string {
 		zsh + "_fencectl":                                    "-rw-r--r--",
 		"/usr/share/fish/vendor_completions.d/fenced.fish":   "-rw-r--r--",
 		"/usr/share/fish/vendor_completions.d/fencectl.fish": "-rw-r--r--",
+		"/usr/share/fenced":                                  "drwxr-xr-x",
+		"/usr/share/fenced/prometheus":                       "drwxr-xr-x",
+		"/usr/share/fenced/prometheus/fenced-rules.yml":      "-rw-r--r--",
+		"/usr/share/fenced/grafana":                          "drwxr-xr-x",
+		"/usr/share/fenced/grafana/fenced-dashboard.json":    "-rw-r--r--",
 	}
 	if packager == "rpm" {
 		// Fedora's rule: the package owns its runtime directory, as %ghost

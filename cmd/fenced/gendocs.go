@@ -22,6 +22,8 @@ func init() {
 				{"/var/lib/fenced/", "The data directory (data_dir): the raft log and snapshots, and fenced.lock, held while the daemon runs."},
 				{"/run/fenced/fenced.sock", "The control socket (api.socket) fencectl(1) talks to; root and members of group fenced may use it."},
 				{"/usr/lib/systemd/system/fenced.service", "The systemd unit: systemctl enable --now fenced starts the daemon at boot."},
+				{"/usr/share/fenced/prometheus/fenced-rules.yml", "Prometheus alerting rules for the metrics served on metrics.listen: list it under rule_files in prometheus.yml."},
+				{"/usr/share/fenced/grafana/fenced-dashboard.json", "A Grafana dashboard of those metrics: import it and pick the Prometheus data source."},
 			},
 			SeeAlso: []string{"fencectl(1)", "fenced.yaml(5)", "systemctl(1)", "stonith_admin(8)"},
 		})
