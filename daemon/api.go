@@ -289,7 +289,7 @@ func markStale(nodes []api.NodeStatus, self string, st quorum.State, lease time.
 		}
 		for j := len(st.History) - 1; j >= 0 && n.Down == ""; j-- {
 			r := st.History[j]
-			if r.Target != n.Name {
+			if r.Target != n.Name || !fencing.Stopping(r.Kind) {
 				continue
 			}
 			if r.Kind == fencing.KindFence && r.Outcome == fencing.OutcomeSuccess && r.Action != fencing.ActionOn {

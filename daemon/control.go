@@ -233,8 +233,9 @@ type observer struct {
 	grantedAt tenure.Time
 }
 
-func (o *observer) Stepped(before tenure.Phase, _ tenure.Event, _ []tenure.Action, m *tenure.Machine) {
+func (o *observer) Stepped(before tenure.Phase, _ tenure.Event, acts []tenure.Action, m *tenure.Machine) {
 	d := o.d
+	d.ctl.changes.stepped(before, acts, m)
 	v := &machineSnapshot{phase: m.Phase(), role: m.Role(), epoch: m.Epoch(), actingUntil: m.ActingUntil(),
 		storage: m.Storage(), blocked: m.BlockedReason(), blockedOn: m.BlockedOn()}
 	old := d.ctl.view.Swap(v)

@@ -120,6 +120,7 @@ type control struct {
 	calls    chan func()
 	loopDone chan struct{}
 	nudge    chan struct{} // wakes the loop (eligibility changed)
+	changes  *changeLog    // records elections and primacy (changes.go)
 	boot     string        // this machine's boot ID
 
 	ineligibleMu sync.Mutex
@@ -207,6 +208,7 @@ func open(cfg *config.Config, opts Options) (*Daemon, error) {
 		ctl: control{calls: make(chan func(), 64), loopDone: make(chan struct{}),
 			nudge: make(chan struct{}, 1), ineligible: map[string]string{}}}
 	d.life.hardCtx, d.life.hardCancel = context.WithCancel(context.Background())
+	d.ctl.changes = newChangeLog(d)
 	base := *cfg
 	d.conf.base = &base
 	d.conf.live.Store(cfg)
@@ -345,6 +347,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	stopLoop := make(chan struct{})
 	d.life.tasks.Go(func() { d.controlLoop(d.life.hardCtx, stopLoop) })
 	d.life.tasks.Go(func() { d.metaLoop(d.ctl.loopDone) })
+	d.life.tasks.Go(func() { d.ctl.changes.run(d.life.hardCtx.Done()) })
 	d.life.tasks.Go(func() { d.fence.health.Run(d.life.hardCtx) })
 	d.life.tasks.Go(func() { d.closeUnwatched(d.life.hardCtx) })
 	d.life.tasks.Go(func() { d.warmLoop(d.ctl.loopDone) })

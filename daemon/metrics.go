@@ -320,10 +320,11 @@ func b2f(b bool) float64 {
 	return 0
 }
 
-// newMetricsServer returns the server of /metrics.
+// newMetricsServer returns the server of /metrics and the status page.
 func (d *Daemon) newMetricsServer() *http.Server {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{}))
+	d.statusPageRoutes(mux) // the status page (statuspage.go)
 	return &http.Server{Handler: mux, ReadHeaderTimeout: apiHeaderTimeout, ReadTimeout: apiBodyTimeout,
 		WriteTimeout: apiWriteTimeout, IdleTimeout: apiIdleTimeout}
 }

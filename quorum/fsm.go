@@ -79,7 +79,9 @@ type State struct {
 	// their own release, or an admin's confirmation clears them; a fence
 	// that cuts only their storage does not.
 	Unclean map[string]string `json:"unclean,omitempty"`
-	// History is the fence history, oldest first, bounded.
+	// History is the fence history, oldest first, bounded; it also holds
+	// the elections and grants of primacy, which the leader records like
+	// any record (OpRecord), so that every version assigns the same IDs.
 	History []fencing.Record `json:"history"`
 	// NextID numbers history records.
 	NextID uint64 `json:"nextID"`
@@ -145,6 +147,7 @@ func (s *State) Clone() State {
 	c.Config = s.Config.Clone()
 	for i := range c.History {
 		c.History[i].Attempts = slices.Clone(c.History[i].Attempts)
+		c.History[i].Steps = slices.Clone(c.History[i].Steps)
 	}
 	return c
 }

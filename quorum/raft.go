@@ -74,6 +74,8 @@ type Raft struct {
 	reloadMu sync.Mutex     // one ReloadConfig at a time (pace, re-check)
 	leaderMu sync.Mutex
 	leaderCh chan struct{} // closed (and replaced) at a change of leader
+	// elections follows the campaigns this node stood in (LastElection).
+	elections elections
 }
 
 // raftConfig builds raft's configuration around hb, the followers'
@@ -400,7 +402,10 @@ func (q *Raft) onLeaderChange(lo raft.LeaderObservation) {
 func (q *Raft) observe(o *raft.Observation) bool {
 	switch d := o.Data.(type) {
 	case raft.LeaderObservation:
+		q.observeElection(d)
 		q.onLeaderChange(d)
+	case raft.RaftState:
+		q.observeElection(d)
 	}
 	return false
 }

@@ -185,36 +185,6 @@ func (a *app) printRecord(rec fencing.Record) error {
 	return nil
 }
 
-func newHistoryCmd(a *app) *cobra.Command {
-	var verbose bool
-	cmd := &cobra.Command{
-		Use:   "history [NODE]",
-		Short: "Show the replicated fence history (fences, confirmations, releases)",
-		Args:  cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			q := url.Values{}
-			if len(args) == 1 {
-				q.Set("node", args[0])
-			}
-			var h api.History
-			if err := a.call(cmd.Context(), "GET", "/v1/history", q, nil, &h); err != nil {
-				return err
-			}
-			if a.output == "json" {
-				return a.printJSON(h)
-			}
-			if len(h.Records) == 0 {
-				fmt.Fprintln(a.out, "no history")
-				return nil
-			}
-			printRecords(a, h.Records, verbose)
-			return nil
-		},
-	}
-	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "show every device action")
-	return cmd
-}
-
 func printRecords(a *app, recs []fencing.Record, verbose bool) {
 	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tTIME\tKIND\tTARGET\tACTION\tOUTCOME\tEPOCH\tBY\tDURATION\tDETAIL")
@@ -230,7 +200,7 @@ func printRecords(a *app, recs []fencing.Record, verbose bool) {
 		if r.Runs > 1 {
 			detail = fmt.Sprintf("%d runs, the last: %s", r.Runs, detail)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, r.Started.Local().Format("2006-01-02 15:04:05"), cell(r.Kind), cell(r.Target),
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, r.Started.Local().Format(timeMillis), cell(r.Kind), cell(r.Target),
 			cell(r.Action), strings.ToUpper(cell(r.Outcome)), r.Epoch, cell(r.RequestedBy), dur, cell(detail))
 		if verbose {
 			for _, at := range r.Attempts {

@@ -10,12 +10,16 @@ var examples = map[string]string{
   fencectl status --watch
   fencectl -o json status
   fencectl history node2 -v
+  fencectl history --timeline
   fencectl fence node2 --yes --reason "hung NFS server"`,
 	"fencectl status": `  fencectl status
   fencectl status --watch --interval 1s
   fencectl -o json status`,
 	"fencectl history": `  fencectl history
   fencectl history node2 -v
+  fencectl history --since 10m --kind fence,election,primacy
+  fencectl history --since 2026-12-02T03:00:00+01:00
+  fencectl history --timeline --last 1
   fencectl -o json history`,
 	"fencectl fence": `  fencectl fence node2 --yes
   fencectl fence node2 --yes --reboot --reason "kernel hung, console dead"`,

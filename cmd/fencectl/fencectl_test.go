@@ -184,6 +184,8 @@ func TestAgainstCluster(t *testing.T) {
 	jsonOut("status.json", 0, "status")
 	jsonOut("history.json", 0, "history")
 	jsonOut("history.json", 0, "history", victim.Name)
+	jsonOut("history.json", 0, "history", "--since", "1h", "--kind", "fence,election,primacy")
+	jsonOut("timeline.json", 0, "history", "--timeline")
 	jsonOut("devices.json", 0, "device", "list")
 	jsonOut("device-status.json", 0, "device", "status", p.Name+"-bmc")
 	jsonOut("version.json", 0, "version")

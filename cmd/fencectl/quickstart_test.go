@@ -396,6 +396,13 @@ func qsFencectl(t *testing.T, n *qsNode, args []string, a qsActions) {
 			_, out, _ := ctl("--socket", n.socket(), "history", "-v")
 			return strings.Contains(out, fenced.name) && strings.Contains(out, "read back off")
 		}
+	case "history --timeline --last 1":
+		// The failover: the fence of the killed node, then serving.
+		ready = func() bool {
+			_, out, _ := ctl("--socket", n.socket(), "history", "--timeline", "--last", "1")
+			return strings.Contains(out, "Epoch 2: "+fenced.name+" →") && strings.Contains(out, "serving after") &&
+				regexp.MustCompile(`(?m)^  fence +`+fenced.name+` +\+\d+ +\+\d+ .*read back off at \+\d+ ms`).MatchString(out)
+		}
 	}
 	if len(args) == 2 && args[0] == "unfence" {
 		code, out, stderr := ctl(append([]string{"--socket", n.socket()}, args...)...)

@@ -221,12 +221,14 @@ type Watchdog struct {
 
 // Metrics configures the Prometheus endpoint; off when Listen is empty.
 type Metrics struct {
-	// Listen is the host:port /metrics is served on; it must not be a
+	// Listen is the host:port /metrics and the status page (/,
+	// /status.json) are served on; it must not be a
 	// node's gossip or raft address.
 	Listen string `yaml:"listen"`
 }
 
-// History bounds the replicated fence history.
+// History bounds the replicated history (fences, confirmations,
+// releases, elections, grants of primacy: every kind together).
 type History struct {
 	Limit int `yaml:"limit"`
 }

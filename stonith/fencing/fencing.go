@@ -1,6 +1,7 @@
-// Package fencing is the vocabulary of the fence history: a Record of each
-// fence, unfence, admin confirmation, release and expiry, with its device
-// attempts, and the words for their kinds, actions, results and outcomes.
+// Package fencing is the vocabulary of the replicated history: a Record of
+// each fence, unfence, admin confirmation, release and expiry, with its
+// device attempts, and of each raft election and grant of primacy; and the
+// words for their kinds, actions, results and outcomes.
 // The fencing engine (package stonith) writes records, the replicated state
 // (package quorum) commits and keeps them, fencectl shows them. It depends
 // on nothing, so that the state machine and the command-line tool read
@@ -36,7 +37,28 @@ const (
 	// KindWatchdog: the holder's lease has certainly ended plus the
 	// watchdog timeout it advertised: its watchdog has reset it.
 	KindWatchdog = "watchdog"
+	// KindElection: a node won a raft election (Term; Previous the leader
+	// before it, LastContact when it last heard from that one; Started when
+	// it first stood as candidate, Finished when it won). The new leader
+	// records it; a leader re-elected with no other leader between takes
+	// its own record again (Runs), as a retried fence does.
+	KindElection = "election"
+	// KindPrimacy: the new primary was granted the epoch (Epoch; Previous
+	// the holder before it; Started the grant), and the phases its
+	// takeover went through (Steps). Finished is when it began serving, or
+	// when its tenure ended before that; Reason says how the previous
+	// holder left and, once it stepped down, why.
+	KindPrimacy = "primacy"
 )
+
+// Kinds lists every record kind, in the order fencectl names them.
+var Kinds = []string{KindFence, KindUnfence, KindConfirm, KindRelease, KindExpiry, KindWatchdog, KindElection, KindPrimacy}
+
+// Stopping reports whether kind is one of the records of a node stopped or
+// acted on (fence, unfence, confirm, release, expiry, watchdog) rather than
+// a change of leader or primacy: its Target is the node that was stopped,
+// not the one that took over.
+func Stopping(kind string) bool { return kind != KindElection && kind != KindPrimacy }
 
 // Outcomes of a record.
 const (
@@ -74,6 +96,26 @@ type Record struct {
 	// first run, which keeps its start and takes the newest run's end,
 	// outcome, error and attempts. 0 means it ran once.
 	Runs int `json:"runs,omitempty"`
+	// Term is the raft term an election was won in.
+	Term uint64 `json:"term,omitempty"`
+	// Previous is, for an election, the leader before; for a grant of
+	// primacy, the holder before ("" = none known).
+	Previous string `json:"previous,omitempty"`
+	// LastContact is, for an election, when the new leader last heard
+	// from Previous: where the failure was first noticed (zero: never).
+	LastContact time.Time `json:"lastContact,omitzero"`
+	// Steps are the phases a primacy went through, as its holder saw
+	// them.
+	Steps []Step `json:"steps,omitempty"`
+}
+
+// Step is one phase of a tenure (waiting, fencing, blocked, mounting,
+// serving, demoting, ...), from when on, with why for the phases that end
+// one.
+type Step struct {
+	Phase  string    `json:"phase"`
+	At     time.Time `json:"at"`
+	Reason string    `json:"reason,omitempty"`
 }
 
 // Retries reports whether r, a fence just requested, runs again the fence
