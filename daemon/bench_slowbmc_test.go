@@ -214,15 +214,7 @@ func BenchmarkTakeoverSlowBMC(b *testing.B) {
 				if tc.levels {
 					second[p.Index].SetPower(true)
 				}
-				if err := p.Start(); err != nil {
-					b.Fatal(err)
-				}
-				for ctx.Err() == nil {
-					if st, err := p.Status(ctx); err == nil && st.Self.KnownEpoch >= e2 {
-						break
-					}
-					time.Sleep(50 * time.Millisecond)
-				}
+				restartAndRejoin(ctx, b, p, e2)
 				if tc.afterJoin > 0 {
 					// The next kill comes afterJoin after p joined.
 					for ctx.Err() == nil && firstLine(logSince(b, p.Log), `msg="joined the cluster"`) < 0 {

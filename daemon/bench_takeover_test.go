@@ -95,27 +95,10 @@ func BenchmarkTakeover(b *testing.B) {
 				}
 				// Power the old primary back on; it rejoins as a secondary.
 				c.BMCs[p.Index].SetPower(true)
-				if err := p.Start(); err != nil {
-					b.Fatal(err)
-				}
-				for ctx.Err() == nil {
-					if st, err := p.Status(ctx); err == nil && st.Self.KnownEpoch >= e2 {
-						break
-					}
-					time.Sleep(50 * time.Millisecond)
-				}
+				restartAndRejoin(ctx, b, p, e2)
 				cancel()
 			}
-			var summary []string
-			for _, k := range order {
-				v := phases[k]
-				slices.Sort(v)
-				p50, p99 := v[len(v)/2], v[(len(v)*99+99)/100-1]
-				b.ReportMetric(float64(p50.Microseconds())/1000, k+"-p50-ms")
-				b.ReportMetric(float64(p99.Microseconds())/1000, k+"-p99-ms")
-				summary = append(summary, fmt.Sprintf("%s p50 %s p99 %s", k, p50.Round(time.Millisecond), p99.Round(time.Millisecond)))
-			}
-			b.Logf("%s, %d failovers: %s", tc.name, len(phases["total"]), strings.Join(summary, "; "))
+			b.Logf("%s, %d failovers: %s", tc.name, len(phases["total"]), phaseSummary(b, phases, order))
 		})
 	}
 }
@@ -442,7 +425,6 @@ func BenchmarkTakeoverLossy(b *testing.B) {
 					}
 				}
 			}
-			var totals []time.Duration
 			phases := map[string][]time.Duration{}
 			for b.Loop() {
 				ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
@@ -461,31 +443,45 @@ func BenchmarkTakeoverLossy(b *testing.B) {
 				if err != nil {
 					b.Fatalf("%v (logs in %s)", err, keepLogs(c))
 				}
-				totals = append(totals, ph["total"])
 				for k, v := range ph {
 					phases[k] = append(phases[k], v)
 				}
 				c.BMCs[p.Index].SetPower(true)
-				if err := p.Start(); err != nil {
-					b.Fatal(err)
-				}
-				for ctx.Err() == nil {
-					if st, err := p.Status(ctx); err == nil && st.Self.KnownEpoch >= e2 {
-						break
-					}
-					time.Sleep(50 * time.Millisecond)
-				}
+				restartAndRejoin(ctx, b, p, e2)
 				cancel()
 			}
-			var summary []string
-			for _, k := range []string{"detect", "elect", "prepare", "fence", "confirm", "mount", "total"} {
-				v := phases[k]
-				slices.Sort(v)
-				p50, p99 := v[len(v)/2], v[(len(v)*99+99)/100-1]
-				b.ReportMetric(float64(p50.Microseconds())/1000, k+"-p50-ms")
-				summary = append(summary, fmt.Sprintf("%s p50 %s p99 %s", k, p50.Round(time.Millisecond), p99.Round(time.Millisecond)))
-			}
-			b.Logf("%d%% loss, %d failovers after SIGKILL: %s", pct, len(totals), strings.Join(summary, "; "))
+			b.Logf("%d%% loss, %d failovers after SIGKILL: %s", pct, len(phases["total"]),
+				phaseSummary(b, phases, []string{"detect", "elect", "prepare", "fence", "confirm", "mount", "total"}))
 		})
 	}
+}
+
+// restartAndRejoin starts node p's daemon again and waits until it knows
+// epoch e (it rejoined as a secondary).
+func restartAndRejoin(ctx context.Context, b *testing.B, p *devcluster.Node, e uint64) {
+	b.Helper()
+	if err := p.Start(); err != nil {
+		b.Fatal(err)
+	}
+	for ctx.Err() == nil {
+		if st, err := p.Status(ctx); err == nil && st.Self.KnownEpoch >= e {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// phaseSummary reports p50 and p99 of each phase in order as metrics and
+// returns them as text.
+func phaseSummary(b *testing.B, phases map[string][]time.Duration, order []string) string {
+	var summary []string
+	for _, k := range order {
+		v := phases[k]
+		slices.Sort(v)
+		p50, p99 := v[len(v)/2], v[(len(v)*99+99)/100-1]
+		b.ReportMetric(float64(p50.Microseconds())/1000, k+"-p50-ms")
+		b.ReportMetric(float64(p99.Microseconds())/1000, k+"-p99-ms")
+		summary = append(summary, fmt.Sprintf("%s p50 %s p99 %s", k, p50.Round(time.Millisecond), p99.Round(time.Millisecond)))
+	}
+	return strings.Join(summary, "; ")
 }

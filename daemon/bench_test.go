@@ -48,15 +48,7 @@ func BenchmarkFailover(b *testing.B) {
 					b.Fatalf("failover: %v (epoch %d → %d)", err, e1, e2)
 				}
 				times = append(times, time.Since(t0))
-				if err := p.Start(); err != nil {
-					b.Fatal(err)
-				}
-				for ctx.Err() == nil {
-					if st, err := p.Status(ctx); err == nil && st.Self.KnownEpoch >= e2 {
-						break
-					}
-					time.Sleep(50 * time.Millisecond)
-				}
+				restartAndRejoin(ctx, b, p, e2)
 				cancel()
 			}
 			slices.Sort(times)

@@ -10,15 +10,15 @@ import (
 // is not the one it was sent to (it crashed or restarted meanwhile: the
 // connection broke).
 type network struct {
-	w    *World
-	n    int
-	cut  []bool // cut[from*n+to]: messages from → to are dropped
+	w   *World
+	n   int
+	cut []bool // cut[from*n+to]: messages from → to are dropped
 	// stall[from*n+to]: raft's stream from → to is stalled (its messages
 	// are dropped, as TCP retransmitting under heavy loss delays them past
 	// use); datagrams (beacons, renewal rounds, gossip calls) still pass.
 	stall []bool
-	loss int    // per mille
-	slow time.Duration
+	loss  int // per mille
+	slow  time.Duration
 }
 
 func newNetwork(w *World, n int) network {
@@ -76,18 +76,7 @@ func (nw *network) sendRaft(from, to int, extra time.Duration, fn func(p *proc))
 
 // stallLinks stalls raft's stream on each directed link whose bit in mask
 // is set (randomCuts' order), and no other.
-func (nw *network) stallLinks(mask uint64) {
-	k := 0
-	for a := range nw.n {
-		for b := range nw.n {
-			if a == b {
-				continue
-			}
-			nw.stall[a*nw.n+b] = mask&(1<<(k%64)) != 0
-			k++
-		}
-	}
-}
+func (nw *network) stallLinks(mask uint64) { nw.setLinks(nw.stall, mask) }
 
 // heal reconnects every link.
 func (nw *network) heal() {
@@ -120,14 +109,18 @@ func (nw *network) oneWay(from, to int) {
 }
 
 // randomCuts cuts each directed link whose bit is set in mask.
-func (nw *network) randomCuts(mask uint64) {
+func (nw *network) randomCuts(mask uint64) { nw.setLinks(nw.cut, mask) }
+
+// setLinks sets links[from*n+to] for each directed link, in order, to its
+// bit of mask.
+func (nw *network) setLinks(links []bool, mask uint64) {
 	k := 0
 	for a := range nw.n {
 		for b := range nw.n {
 			if a == b {
 				continue
 			}
-			nw.cut[a*nw.n+b] = mask&(1<<(k%64)) != 0
+			links[a*nw.n+b] = mask&(1<<(k%64)) != 0
 			k++
 		}
 	}

@@ -94,7 +94,7 @@ type World struct {
 	rng   *rand.Rand // nemesis and network noise
 	chk   checker
 
-	entrySeq                  uint64
+	entrySeq                            uint64
 	partTok, lossTok, slowTok, stallTok int
 
 	steps  int // machine steps, for statistics
