@@ -358,16 +358,21 @@ func BenchmarkNoFalseFailoversLossy(b *testing.B) {
 		// Elections: raft terms begun (each a candidacy that moved a
 		// majority's term, won or not); slow renewals: those that took
 		// longer than a heartbeat, the early sign of a lease given up.
-		slow := 0
+		// Of them, the detector's (a majority found the leader silent),
+		// and the lonely suspicions it kept to itself.
+		slow, detector, lonely := 0, 0, 0
 		for _, n := range c.Nodes {
 			if lb, err := os.ReadFile(n.Log); err == nil {
 				slow += strings.Count(string(lb), "lease renewal slow")
+				detector += strings.Count(string(lb), "leader silent for a majority: starting election")
+				lonely += strings.Count(string(lb), "leader silent here, but not for a majority")
 			}
 		}
 		b.ReportMetric(float64(st.Self.Term-st0.Self.Term), "elections")
+		b.ReportMetric(float64(detector), "detector-elections")
 		b.ReportMetric(float64(slow), "slow-renewals")
-		b.Logf("%ds, %d%% loss on every link, a saturated core: %d failovers (epoch %d → %d, primary %s → %s), %d fences, %d elections (raft term %d → %d), %d slow renewals",
-			secs, loss, failovers, e1, st.Primary.Epoch, p.Name, st.Primary.Node, fences, st.Self.Term-st0.Self.Term, st0.Self.Term, st.Self.Term, slow)
+		b.Logf("%ds, %d%% loss on every link, a saturated core: %d failovers (epoch %d → %d, primary %s → %s), %d fences, %d elections (raft term %d → %d; %d started by the detector, %d suspicions no majority shared), %d slow renewals",
+			secs, loss, failovers, e1, st.Primary.Epoch, p.Name, st.Primary.Node, fences, st.Self.Term-st0.Self.Term, st0.Self.Term, st.Self.Term, detector, lonely, slow)
 		if failovers > 0 || fences > 0 {
 			b.Logf("the nodes' logs are in %s", keepLogs(c))
 		}
