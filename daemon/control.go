@@ -321,8 +321,12 @@ func (d *Daemon) confirm(timeout time.Duration) error {
 		err   error
 	}
 	ch := make(chan result, 2)
+	// The round ends with the call (once the barrier won, it would only
+	// send probes no one needs); raft's barrier cannot be called back.
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
 	go func() { ch <- result{false, d.raft.Confirm(timeout)} }()
-	go func() { ch <- result{true, d.detector.Renew(timeout)} }()
+	go func() { ch <- result{true, d.detector.Renew(ctx)} }()
 	var errs []error
 	for range 2 {
 		r := <-ch

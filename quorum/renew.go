@@ -1,6 +1,7 @@
 package quorum
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -71,8 +72,8 @@ type renewState struct {
 // Renew runs a renewal round: it returns nil once a majority of the
 // configured nodes (this one included) answered a probe sent after the
 // call, while this node still leads in the round's term; else an error
-// when timeout passes first.
-func (d *Detector) Renew(timeout time.Duration) error {
+// when ctx ends first.
+func (d *Detector) Renew(ctx context.Context) error {
 	if d.m.beaconAEAD == nil || !d.r.IsLeader() {
 		return ErrNoRenewRound
 	}
@@ -100,8 +101,6 @@ func (d *Detector) Renew(timeout time.Duration) error {
 	binary.BigEndian.PutUint64(probe[1:], term)
 	binary.BigEndian.PutUint64(probe[9:], id)
 	frame := sealBeacon(d.m.beaconAEAD, probe)
-	end := time.NewTimer(timeout)
-	defer end.Stop()
 	every := max(d.opts.Detect/8, 10*time.Millisecond)
 	tick := time.NewTicker(every)
 	defer tick.Stop()
@@ -118,8 +117,8 @@ func (d *Detector) Renew(timeout time.Duration) error {
 				return fmt.Errorf("renewal round: leadership lost in term %d", term)
 			}
 			return nil
-		case <-end.C:
-			return fmt.Errorf("renewal round: no majority answered within %s", timeout)
+		case <-ctx.Done():
+			return fmt.Errorf("renewal round: no majority answered: %w", ctx.Err())
 		case <-d.stop:
 			return ErrNoRenewRound
 		case <-tick.C:

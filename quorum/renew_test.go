@@ -1,6 +1,7 @@
 package quorum
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"log/slog"
@@ -89,7 +90,7 @@ func TestRenewalRound(t *testing.T) {
 	case <-time.After(300 * time.Millisecond): // and the followers last heard from the leader a while ago
 	}
 	start := time.Now()
-	if err := lead.Renew(2 * time.Second); err != nil {
+	if err := lead.Renew(ctxFor(t, 2*time.Second)); err != nil {
 		t.Fatalf("renewal round with raft stalled: %v", err)
 	}
 	took := time.Since(start)
@@ -108,14 +109,14 @@ func TestRenewalRound(t *testing.T) {
 	// with the leader.
 	f, other := r.followers[0], r.followers[1]
 	r.ds[other].Stop()
-	if err := lead.Renew(time.Second); err != nil {
+	if err := lead.Renew(ctxFor(t, time.Second)); err != nil {
 		t.Fatalf("round answered by %s alone: %v", f, err)
 	}
 	// f answers a successor's question about the leader: sealed.
 	if _, ok := r.nodes[f].BoundContact(r.leader); !ok {
 		t.Fatalf("%s has no contact with the leader to answer with", f)
 	}
-	if err := lead.Renew(500 * time.Millisecond); err == nil {
+	if err := lead.Renew(ctxFor(t, 500*time.Millisecond)); err == nil {
 		t.Fatalf("a round completed through %s after it answered a successor about this leader's term", f)
 	}
 	// A round of the term a node restarted in is not recorded either.
@@ -124,13 +125,13 @@ func TestRenewalRound(t *testing.T) {
 	tr.sealed = map[string]uint64{}
 	tr.startTerm = r.nodes[f].Term()
 	tr.mu.Unlock()
-	if err := lead.Renew(500 * time.Millisecond); err == nil {
+	if err := lead.Renew(ctxFor(t, 500*time.Millisecond)); err == nil {
 		t.Fatalf("a round completed through %s, restarted in this term", f)
 	}
 	tr.mu.Lock()
 	tr.startTerm = 0
 	tr.mu.Unlock()
-	if err := lead.Renew(time.Second); err != nil {
+	if err := lead.Renew(ctxFor(t, time.Second)); err != nil {
 		t.Fatalf("round answered by %s once neither sealed nor restarted: %v", f, err)
 	}
 }
@@ -202,7 +203,14 @@ func TestRenewalRoundNeedsKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(d.Stop)
-	if err := d.Renew(time.Second); !errors.Is(err, ErrNoRenewRound) {
+	if err := d.Renew(ctxFor(t, time.Second)); !errors.Is(err, ErrNoRenewRound) {
 		t.Fatalf("Renew without a key: %v, want ErrNoRenewRound", err)
 	}
+}
+
+// ctxFor is a context that ends after d (or with the test).
+func ctxFor(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
 }
