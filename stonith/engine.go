@@ -97,6 +97,11 @@ type Engine struct {
 	// Sessions, when set, is told of the sessions the agents open and
 	// close (agents.SessionRecorder; see sessions.go).
 	Sessions agents.SessionLedger
+	// Confirmed, when set, is told of every try whose action the engine
+	// read back (an off read back off, an on read back on): the device
+	// answered and took our credentials, as good as a check of it. It
+	// must not block.
+	Confirmed func(device string, started time.Time, took time.Duration)
 
 	mu      sync.Mutex
 	running map[string]chan struct{} // node → closed when its operation ends
@@ -427,8 +432,12 @@ func (o *operation) device(ctx context.Context, level int, t Target, action stri
 			delay = min(delay*2, 8*o.e.RetryDelay)
 		}
 		started := time.Since(o.start)
+		wall := time.Now()
 		o.setStep(level, t.Device, try, agents.StepCommand)
 		at := o.e.try(stepCtx, a, t, action, answered)
+		if at.Result == fencing.ResultSuccess && o.e.Confirmed != nil {
+			o.e.Confirmed(t.Device, wall, at.Duration)
+		}
 		at.Level, at.Device, at.Agent, at.Plug, at.Action, at.Try, at.Start = level, t.Device, t.Agent, t.Plug, action, try, started
 		o.record(at.Attempt)
 		switch at.Result {
