@@ -121,6 +121,7 @@ type configWatch struct {
 	quorumHad    bool
 	quorumLostAt time.Time // when quorum went missing (zero: have it)
 	quorumLost   bool      // the loss was alerted (quorumLostAt: logged)
+	quorumWhy    string    // what is missing, as last logged
 	commitAfter  time.Time
 }
 

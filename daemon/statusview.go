@@ -19,10 +19,10 @@ import (
 
 // reachWindow is how recent a gossip contact (a probe answered) must be
 // for a node to count as reachable: memberlist probes one node a second,
-// round-robin, so with n nodes each is probed about every n−1 seconds,
-// and a shuffled round may leave up to twice that.
+// round-robin over the n−1 others in an order shuffled each round, so the
+// same node may wait up to 2(n−1)−1 probes, and the last one's timeout.
 func reachWindow(n int, lease time.Duration) time.Duration {
-	return max(lease, time.Duration(2*n)*time.Second)
+	return max(lease, time.Duration(2*(n-1))*time.Second)
 }
 
 // quorumOf is the quorum part of the status: configured, seen (gossip
@@ -104,22 +104,31 @@ func (d *Daemon) quorumStep(now time.Time) {
 				Value: "regained: " + quorumWords(q)})
 		}
 		cw.quorumHad, cw.quorumLost, cw.quorumLostAt = true, false, time.Time{}
+		cw.quorumWhy = ""
 	case !cw.quorumHad:
-	case cw.quorumLostAt.IsZero():
-		cw.quorumLostAt = now
+	default:
 		// Say what is missing: enough votes with no leader heard is a
-		// majority that has not elected (yet), or a split.
+		// majority that has not elected (yet), or a split. Logged when
+		// the status first says no quorum, and again when what is
+		// missing changes (gossip gives the dead up later than the
+		// leader's silence shows).
 		missing := "too few votes reachable"
 		if q.Reachable >= q.Needed {
 			missing = "no leader heard, though enough votes are reachable"
 		}
-		d.log.Warn("quorum lost", "why", missing, "reachable", q.Reachable, "needed", q.Needed, "configured", q.Configured,
-			"leader_heard", q.LeaderHeard, "leader", q.Leader, "leader_silent", time.Duration(q.LeaderSilentSec*float64(time.Second)).Round(time.Millisecond),
-			"gossip_seen", q.Seen)
-	case cw.quorumLost:
-	case now.Sub(cw.quorumLostAt) > d.cfg.Timing.Lease.D() && (q.Reachable < q.Needed || now.Sub(cw.quorumLostAt) > 3*d.cfg.Timing.Lease.D()):
-		cw.quorumLost = true
-		d.alerts.Emit(alerts.Event{Name: alerts.QuorumLost, Kind: alerts.KindAttribute, Node: d.self, Attribute: "quorum", Value: "lost: " + quorumWords(q)})
+		if cw.quorumLostAt.IsZero() {
+			cw.quorumLostAt = now
+		}
+		if missing != cw.quorumWhy {
+			cw.quorumWhy = missing
+			d.log.Warn("quorum lost", "why", missing, "reachable", q.Reachable, "needed", q.Needed, "configured", q.Configured,
+				"leader_heard", q.LeaderHeard, "leader", q.Leader, "leader_silent", time.Duration(q.LeaderSilentSec*float64(time.Second)).Round(time.Millisecond),
+				"gossip_seen", q.Seen, "lost_for", now.Sub(cw.quorumLostAt).Round(time.Millisecond))
+		}
+		if !cw.quorumLost && now.Sub(cw.quorumLostAt) > d.cfg.Timing.Lease.D() && (q.Reachable < q.Needed || now.Sub(cw.quorumLostAt) > 3*d.cfg.Timing.Lease.D()) {
+			cw.quorumLost = true
+			d.alerts.Emit(alerts.Event{Name: alerts.QuorumLost, Kind: alerts.KindAttribute, Node: d.self, Attribute: "quorum", Value: "lost: " + quorumWords(q)})
+		}
 	}
 }
 
