@@ -30,12 +30,22 @@ func newStatusCmd(a *app) *cobra.Command {
 	var interval time.Duration
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Show the cluster: quorum, primary and epoch, every node, this node's resources",
-		Long: `Show the cluster as the local node sees it: quorum (votes seen and needed),
-the primary and its epoch, this node's own view, every configured node with
-its FENCE PATH as this node's device checks see it (working: every device of
-one of its levels passed its last check), and the resources of this node's
-group (see resource list). A node none of whose levels works gets a warning
+		Short: "Show the cluster: quorum, primary and epoch, running fences, every node, where each resource runs",
+		Long: `Show the cluster as the local node sees it: quorum (the votes this node
+reaches now against those needed, and whether it hears a leader), the primary
+and its epoch with the last change of primacy (who, when, why), this node's own
+view, the fences running (how long, and on the node that runs one, the step of
+each device: session, command, read-back, waiting to retry), every configured
+node with its FENCE PATH as this node's device checks see it (working: every
+device of one of its levels passed its last check; a fence or unfence read back
+counts as a check) and (standby) in its ROLE, where each resource of the group
+runs cluster-wide (from each node's gossip; "node2?" when that gossip is older
+than a lease), and the resources of this node's group (see resource list).
+
+Without quorum the Primary line reads LAST KNOWN, UNCONFIRMED: it is the
+replicated state as this node last learned it, and may name a dead node.
+
+A node none of whose levels works gets a warning
 line naming each device and what failed ("node2: no working fence path:
 node2-bmc auth failed 3m ago; pdu-a ok"): if it failed now, its takeover
 would block. A node does not check the devices that fence only itself; ask
