@@ -256,7 +256,7 @@ func (d *Daemon) StatusNow() Status {
 		LastKnown: !s.Quorum.Have, Since: wallPtr(st.GrantedAt), Change: primacyChange(st)}
 	markStale(s.Nodes, d.self, st, d.cfg.Timing.Lease.D(), time.Now())
 	s.PendingFences = pendingFences(st, d.fence.engine.Steps(), time.Now())
-	s.Resources = resourcePlaces(d.self, d.resourceStatus(), s.Nodes, letters)
+	s.Resources = resourcePlaces(d.self, d.resourceStatus(), s.Nodes, letters, fencedNodes(st))
 	s.Self = api.SelfStatus{Role: d.Role(), Acting: d.Acting(), Epoch: d.Epoch(), KnownEpoch: st.Epoch,
 		LeaseLeftSec: d.LeaseLeft().Seconds(), Storage: d.Storage(), Raft: d.raft.RaftState(), Term: d.raft.Term(),
 		Standby: st.Standby[d.self], Ineligible: d.Ineligible(), NotReady: d.sessionsReason(), Watchdog: d.watchdogStatus()}

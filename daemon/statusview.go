@@ -275,7 +275,11 @@ func letterState(c byte) string {
 // stale with the node), and on a node gossip does not see that may still
 // run the storage (unclean or unconfirmed) as unknown. A node whose
 // letters do not match the group (another configuration) is left out.
-func resourcePlaces(self string, group []resource.Status, nodes []api.NodeStatus, letters map[string]string) []api.ResourcePlace {
+//
+// A node whose gossip is stale and whose newest record in the history is
+// a fence read back off (fenced) runs nothing: its last gossip, from
+// before it died, is not shown as running.
+func resourcePlaces(self string, group []resource.Status, nodes []api.NodeStatus, letters map[string]string, fenced map[string]bool) []api.ResourcePlace {
 	if len(group) == 0 {
 		return nil
 	}
@@ -291,7 +295,7 @@ func resourcePlaces(self string, group []resource.Status, nodes []api.NodeStatus
 				}
 			case n.Down == "unclean" || n.Down == "unconfirmed":
 				state = "unknown"
-			case n.Gossip != "alive" && n.Gossip != "suspect":
+			case n.Gossip != "alive" && n.Gossip != "suspect", n.Stale && fenced[n.Name]:
 			case len(l) == len(group) || len(group) > maxResourceLetters && len(l) == maxResourceLetters && i < maxResourceLetters:
 				state = letterState(l[i])
 			}
@@ -299,6 +303,22 @@ func resourcePlaces(self string, group []resource.Status, nodes []api.NodeStatus
 				out[i].On = append(out[i].On, api.ResourceOn{Node: n.Name, State: state, Stale: n.Stale && n.Name != self})
 			}
 		}
+	}
+	return out
+}
+
+// fencedNodes are the nodes whose newest fence or unfence record is a
+// fence read back off.
+func fencedNodes(st quorum.State) map[string]bool {
+	out := map[string]bool{}
+	done := map[string]bool{}
+	for i := len(st.History) - 1; i >= 0; i-- {
+		r := st.History[i]
+		if done[r.Target] || (r.Kind != fencing.KindFence && r.Kind != fencing.KindUnfence) || r.Outcome != fencing.OutcomeSuccess {
+			continue
+		}
+		done[r.Target] = true
+		out[r.Target] = r.Kind == fencing.KindFence && r.Action != fencing.ActionOn
 	}
 	return out
 }

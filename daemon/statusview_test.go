@@ -120,7 +120,14 @@ func TestResourcePlaces(t *testing.T) {
 		{Name: "n5", Gossip: "alive"},
 	}
 	letters := map[string]string{"n1": resourceLetters([]resource.Status{{State: resource.StateRunning}, {State: resource.StateFailed}}), "n5": "rrr"}
-	got := resourcePlaces("n2", group, nodes, letters)
+	// n6 died running the group and was fenced since: its last gossip
+	// (stale) is not shown.
+	nodes = append(nodes, api.NodeStatus{Name: "n6", Gossip: "alive", Stale: true})
+	letters["n6"] = "rr"
+	got := resourcePlaces("n2", group, nodes, letters, fencedNodes(quorum.State{History: []fencing.Record{
+		{Kind: fencing.KindFence, Target: "n6", Action: "off", Outcome: fencing.OutcomeSuccess},
+		{Kind: fencing.KindFence, Target: "n1", Action: "off", Outcome: fencing.OutcomeSuccess},
+		{Kind: fencing.KindUnfence, Target: "n1", Action: "on", Outcome: fencing.OutcomeSuccess}}}))
 	if len(got) != 2 {
 		t.Fatalf("places %+v", got)
 	}
@@ -138,7 +145,7 @@ func TestResourcePlaces(t *testing.T) {
 			}
 		}
 	}
-	if resourcePlaces("n2", nil, nodes, letters) != nil {
+	if resourcePlaces("n2", nil, nodes, letters, nil) != nil {
 		t.Error("places without a group")
 	}
 }
