@@ -167,6 +167,31 @@ func NoteAnswer(ctx context.Context) {
 	}
 }
 
+// Steps of one try of a device action, for the status of a running fence
+// (NoteStep): logging in, sending the command, reading the state back.
+const (
+	StepSession  = "session"
+	StepCommand  = "command"
+	StepReadBack = "read-back"
+)
+
+type stepKey struct{}
+
+// WithStepHook returns a context whose operations call fn (concurrently
+// safe) when they move to another step of a try (StepSession, ...).
+func WithStepHook(ctx context.Context, fn func(step string)) context.Context {
+	return context.WithValue(ctx, stepKey{}, fn)
+}
+
+// NoteStep tells the hook of ctx, if any, that the operation is now at
+// step. Agents that log in call it with StepSession before and StepCommand
+// after; the engine notes the command and the read-back itself.
+func NoteStep(ctx context.Context, step string) {
+	if fn, ok := ctx.Value(stepKey{}).(func(string)); ok && fn != nil {
+		fn(step)
+	}
+}
+
 // Port is one entry of a device's port list.
 type Port struct {
 	ID    string `json:"id"`
@@ -191,6 +216,9 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
+	if r, ok := e.Err.(*refusal); ok {
+		return e.Op + ": " + r.msg // it says what failed, and how
+	}
 	kind := "failed"
 	if e.Unknown {
 		kind = "outcome unknown"
@@ -224,6 +252,41 @@ func Unknown(op string, err error) error { return &Error{Op: op, Unknown: true, 
 
 // AuthFailed wraps err as an authentication failure of op.
 func AuthFailed(op string, err error) error { return &Error{Op: op, Auth: true, Err: err} }
+
+// AuthRefused is the failure of op because the BMC at addr refused our
+// credentials, worded for a person: "authentication failed at BMC
+// 10.0.0.5:623 (check username "admin" and password_file /etc/fenced/bmc)".
+// It names where the password comes from (CredentialHint), never the
+// password, and leaves out the protocol library's own account (cipher
+// suites, RAKP messages), which only restates it.
+func AuthRefused(op, addr, username string, secrets Params) error {
+	return &Error{Op: op, Auth: true, Err: &refusal{msg: fmt.Sprintf("authentication failed at BMC %s (%s)", addr, CredentialHint(username, secrets))}}
+}
+
+// refusal is an AuthRefused message.
+type refusal struct{ msg string }
+
+func (r *refusal) Error() string { return r.msg }
+
+// CredentialHint says which credentials to check: the user name and where
+// the password comes from (password_file PATH, password_script, or the
+// password parameter). Never the password itself, nor the script's
+// command line (it may carry one).
+func CredentialHint(username string, secrets Params) string {
+	var where string
+	switch {
+	case secrets["password_file"] != "":
+		where = "password_file " + secrets["password_file"]
+	case secrets["password_script"] != "":
+		where = "the output of password_script"
+	default:
+		where = "the password parameter"
+	}
+	if username == "" {
+		return "check the empty username and " + where
+	}
+	return fmt.Sprintf("check username %q and %s", username, where)
+}
 
 // IsUnknown reports whether err means the outcome is unknown. Errors that are
 // not classified at all are treated as unknown: that is the safe reading.

@@ -183,7 +183,7 @@ func TestAlertEvents(t *testing.T) {
 		other = p
 	}
 	other.Kill()
-	expect(lone, fmt.Sprintf(`Attribute 'quorum' on node '%s' was updated to 'lost: \d of 3 configured nodes seen, 2 needed`, lone.Name))
+	expect(lone, fmt.Sprintf(`Attribute 'quorum' on node '%s' was updated to 'lost: \d of 3 votes reachable, 2 needed`, lone.Name))
 	for _, n := range c.Nodes {
 		// A failover is no loss of quorum.
 		if b, _ := os.ReadFile(alertsOf(n.Name)); n != lone && strings.Contains(string(b), "'quorum'") {

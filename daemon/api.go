@@ -232,27 +232,31 @@ func (d *Daemon) StatusNow() Status {
 	st := d.raft.FSM().State()
 	members := d.members.Members()
 	s := Status{SchemaVersion: SchemaVersion, Cluster: d.cfg.Cluster.Name, Node: d.self}
-	seen := 0
+	letters := map[string]string{}
 	for _, m := range members {
 		ns := api.NodeStatus{Name: m.Name, Kind: d.kindOf(m.Name), Address: m.Addr, Gossip: m.State, Raft: m.Meta.Raft, Role: m.Meta.Role,
 			Epoch: m.Meta.Epoch, Storage: m.Meta.Storage, Version: m.Meta.Version, RTTMillis: float64(m.RTT.Microseconds()) / 1000,
-			Config: m.Meta.Config}
+			Config: m.Meta.Config, Standby: st.Standby[m.Name]}
 		if !m.Contact.IsZero() {
 			c := m.Contact.UTC().Truncate(time.Millisecond)
 			ns.LastContact = &c
 		}
 		if m.State == "alive" || m.State == "suspect" {
-			seen++
+			letters[m.Name] = m.Meta.Resources
 		} else {
 			ns.Raft, ns.Role, ns.Config = "", "", ""
 		}
 		s.Nodes = append(s.Nodes, ns)
 	}
-	s.Quorum = api.QuorumStatus{Configured: len(d.cfg.Nodes), Seen: seen, Needed: d.cfg.Majority(), Leader: d.raft.Leader()}
-	s.Quorum.Have = s.Quorum.Leader != "" && seen >= s.Quorum.Needed
+	s.Quorum = d.quorumNow()
+	// Without quorum the replicated state is what this node last
+	// learned: the primary it names may be long gone.
 	s.Primary = api.PrimaryInfo{Node: st.Holder, Epoch: st.Epoch, State: st.HolderState, Blocked: st.HolderState == quorum.HolderBlocked,
-		Reason: st.Reason, Previous: st.Previous, Unconfirmed: st.Unconfirmed, Unclean: st.Unclean}
+		Reason: st.Reason, Previous: st.Previous, Unconfirmed: st.Unconfirmed, Unclean: st.Unclean,
+		LastKnown: !s.Quorum.Have, Since: wallPtr(st.GrantedAt), Change: primacyChange(st)}
 	markStale(s.Nodes, d.self, st, d.cfg.Timing.Lease.D(), time.Now())
+	s.PendingFences = pendingFences(st, d.fence.engine.Steps(), time.Now())
+	s.Resources = resourcePlaces(d.self, d.resourceStatus(), s.Nodes, letters, fencedNodes(st))
 	s.Self = api.SelfStatus{Role: d.Role(), Acting: d.Acting(), Epoch: d.Epoch(), KnownEpoch: st.Epoch,
 		LeaseLeftSec: d.LeaseLeft().Seconds(), Storage: d.Storage(), Raft: d.raft.RaftState(), Term: d.raft.Term(),
 		Standby: st.Standby[d.self], Ineligible: d.Ineligible(), NotReady: d.sessionsReason(), Watchdog: d.watchdogStatus()}

@@ -71,11 +71,26 @@ func TestBlockedTakeoverIsOneIncident(t *testing.T) {
 		st, err := next.Status(ctxT(t, 5*time.Second))
 		return err == nil && st.Primary.Blocked
 	})
-	polls, blockedPolls, metricOnes := 0, 0, 0
+	polls, blockedPolls, metricOnes, pendingPolls := 0, 0, 0, 0
+	steps := map[string]bool{}
 	for end := time.Now().Add(8 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
 		polls++
-		if st, err := next.Status(ctxT(t, 5*time.Second)); err == nil && st.Primary.Blocked {
+		st, err := next.Status(ctxT(t, 5*time.Second))
+		if err == nil && st.Primary.Blocked {
 			blockedPolls++
+		}
+		// The retried fence shows as running, with the step its device
+		// is at on the node that runs it (issue 24).
+		for _, f := range st.PendingFences {
+			if f.Target != p.Name || f.Executor != next.Name {
+				continue
+			}
+			pendingPolls++
+			for _, s := range f.Steps {
+				if s.Device == p.Name+"-bmc" && s.Try >= 1 {
+					steps[s.Step] = true
+				}
+			}
 		}
 		if scrape(t, metrics[idx], "fenced_takeover_blocked") == "1" {
 			metricOnes++
@@ -84,6 +99,10 @@ func TestBlockedTakeoverIsOneIncident(t *testing.T) {
 	if blockedPolls != polls || metricOnes != polls {
 		t.Errorf("of %d polls while the fence kept failing, status said blocked in %d and fenced_takeover_blocked was 1 in %d", polls, blockedPolls, metricOnes)
 	}
+	if pendingPolls == 0 || len(steps) == 0 {
+		t.Errorf("of %d polls while the fence was retried, %d showed it running, with steps %v", polls, pendingPolls, steps)
+	}
+	t.Logf("%d of %d polls showed the fence running; steps seen: %v", pendingPolls, polls, steps)
 	if b, u := count(next, `BLOCKED`), count(next, `unblocked`); b != 1 || u != 0 {
 		t.Errorf("while blocked: %d takeover-blocked and %d unblocked alerts, want 1 and 0", b, u)
 	}

@@ -116,11 +116,12 @@ type configWatch struct {
 	selfReason string
 	lastReload *api.ReloadInfo
 
-	// Loop goroutine only.
+	// Loop goroutines only (quorum*: quorumLoop's).
 	mismatched   bool
 	quorumHad    bool
 	quorumLostAt time.Time // when quorum went missing (zero: have it)
-	quorumLost   bool      // the loss was alerted
+	quorumLost   bool      // the loss was alerted (quorumLostAt: logged)
+	quorumWhy    string    // what is missing, as last logged
 	commitAfter  time.Time
 }
 
@@ -140,12 +141,12 @@ type advert struct {
 	standby bool
 }
 
-// configLoop keeps this node's eligibility, the committed fingerprint (on
-// the leader) and the quorum alerts up to date, until done is closed.
+// configLoop keeps this node's eligibility and the committed fingerprint
+// (on the leader) up to date, until done is closed (quorumLoop does the
+// quorum's log and alerts).
 // It runs at every change of the replicated state, of leader or of gossip
 // membership (a join, a leave, new metadata such as a fingerprint), and
-// every second besides for what is due by time (a commit retried, a
-// quorum alert's delay).
+// every second besides for what is due by time (a commit retried).
 func (d *Daemon) configLoop(done <-chan struct{}) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -379,7 +380,6 @@ func (d *Daemon) configStep(now time.Time) {
 		}
 	}
 	d.fetchRemoteKeys(committed, ads, now)
-	d.quorumStep(now)
 }
 
 // fetchRemoteKeys asks every node whose fingerprint differs from the
@@ -437,49 +437,6 @@ type configKeysReply struct {
 func (d *Daemon) answerConfigKeys() ([]byte, error) {
 	own := d.conf.own.Load()
 	return json.Marshal(configKeysReply{Hash: own.hash, Keys: own.keys})
-}
-
-// quorumStep raises the quorum alerts: lost when, after this node once had
-// quorum, it has seen fewer than a majority of the configured nodes for
-// longer than a lease, or known no leader for longer than three (a
-// failover's election takes about one: it is alerted by its fence and its
-// new primary, not as a loss of quorum); regained when both are back.
-func (d *Daemon) quorumStep(now time.Time) {
-	cw := &d.conf.cw
-	alive := 0
-	for _, m := range d.members.Members() {
-		if m.State == "alive" || m.State == "suspect" {
-			alive++
-		}
-	}
-	need := d.cfg.Majority()
-	have := d.raft.Leader() != "" && alive >= need
-	switch {
-	case have:
-		if cw.quorumLost {
-			d.log.Info("quorum regained", "seen", alive, "needed", need)
-			d.alerts.Emit(alerts.Event{Name: alerts.QuorumRegained, Kind: alerts.KindAttribute, Node: d.self, Attribute: "quorum",
-				Value: fmt.Sprintf("regained: %d of %d configured nodes seen, leader %s", alive, len(d.cfg.Nodes), d.raft.Leader())})
-		}
-		cw.quorumHad, cw.quorumLost, cw.quorumLostAt = true, false, time.Time{}
-	case !cw.quorumHad || cw.quorumLost:
-	case cw.quorumLostAt.IsZero():
-		cw.quorumLostAt = now
-	case now.Sub(cw.quorumLostAt) > d.cfg.Timing.Lease.D() && (alive < need || now.Sub(cw.quorumLostAt) > 3*d.cfg.Timing.Lease.D()):
-		cw.quorumLost = true
-		why := fmt.Sprintf("lost: %d of %d configured nodes seen, %d needed", alive, len(d.cfg.Nodes), need)
-		if d.raft.Leader() == "" {
-			why += ", no leader"
-		}
-		// Say what is missing: seen ≥ needed with no leader is a
-		// majority that cannot elect (or a split), not too few nodes.
-		missing := "too few nodes seen"
-		if alive >= need {
-			missing = "no leader, though enough nodes are seen"
-		}
-		d.log.Warn("quorum lost", "why", missing, "seen", alive, "needed", need, "leader", d.raft.Leader())
-		d.alerts.Emit(alerts.Event{Name: alerts.QuorumLost, Kind: alerts.KindAttribute, Node: d.self, Attribute: "quorum", Value: why})
-	}
 }
 
 // configStatus is the configuration part of the status. Each node whose

@@ -247,6 +247,11 @@ func open(cfg *config.Config, opts Options) (*Daemon, error) {
 		history: func() []fencing.Record { return d.raft.FSM().State().History }, resources: d.resourceStatus})
 	d.alerts = newAlerts(cfg, d.log, d.metrics)
 	d.fence.health = newDeviceChecker(cfg, d.log, d.fence.engine, d.deviceChecked, d.wantWarm, func(string) { d.nudgeControl() }, d.closeLeft)
+	// A fence or unfence read back is a check of its device: status must
+	// not call a device that just worked unreachable (issue 24).
+	d.fence.engine.Confirmed = func(device string, started time.Time, took time.Duration) {
+		d.fence.health.Record(device, started, took, nil, false)
+	}
 	d.fence.unfence = newUnfencer(cfg, d.registry(), d.fence.engine, d.KnownEpoch)
 	self, _ := cfg.NodeByName(cfg.Node)
 	if d.opts.Resource == nil && !self.Witness() {
@@ -353,6 +358,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.life.tasks.Go(func() { d.warmLoop(d.ctl.loopDone) })
 	d.life.tasks.Go(func() { d.alerts.Run(d.life.hardCtx) })
 	d.life.tasks.Go(func() { d.configLoop(d.ctl.loopDone) })
+	d.life.tasks.Go(func() { d.quorumLoop(d.ctl.loopDone) })
 	if d.srv.metricsSrv != nil {
 		d.life.tasks.Go(func() {
 			if err := d.srv.metricsSrv.Serve(d.srv.metricsLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -475,7 +481,7 @@ func (d *Daemon) KnownEpoch() uint64 { return d.raft.FSM().Holders().Epoch }
 
 func (d *Daemon) meta() quorum.Meta {
 	m := quorum.Meta{Role: d.Role(), Storage: d.Storage(), Version: api.Version, Config: d.conf.own.Load().hash, Boot: d.ctl.boot,
-		Ineligible: d.Ineligible() != ""}
+		Ineligible: d.Ineligible() != "", Resources: resourceLetters(d.resourceStatus())}
 	if d.raft != nil {
 		m.Epoch = d.raft.FSM().Holders().Epoch
 		m.Raft = d.raft.RaftState()

@@ -170,6 +170,12 @@ func TestDeviceMonitor(t *testing.T) {
 	if failed.ErrorKind != "auth" || !strings.Contains(failed.Error, "authentication") || failed.Failures < 1 {
 		t.Errorf("failing BMC: %+v", failed)
 	}
+	// Worded for a person (issue 24): where, and what to check; the
+	// device named once (the answer names it already), no password.
+	if want := "authentication failed at BMC " + c.BMCs[target.Index].Host() + ":" + strconv.Itoa(c.BMCs[target.Index].Port()) + ` (check username "admin" and password_file `; !strings.Contains(failed.Error, want) ||
+		strings.Contains(failed.Error, "device "+bmcDev) || strings.Contains(failed.Error, "RAKP") || strings.Contains(failed.Error, devcluster.BMCPassword) {
+		t.Errorf("failing BMC's error: %q; want it to say %q", failed.Error, want)
+	}
 	if p := pathOf(t, observer, target.Name); p.State != api.PathWorking || devState(p, bmcDev).ErrorKind != "auth" {
 		t.Errorf("with level 2 healthy: %+v", p)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"regexp"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -145,11 +146,47 @@ func TestWitnessAndPrimaryDown(t *testing.T) {
 	p.Kill()
 	other := c.Other(p, c.Nodes[witness])
 	since := time.Now()
+	// Status says what the survivor reaches (issue 24): once it says no
+	// quorum, the primary it names is only the last known, never
+	// current; and the log says "quorum lost" then, with what was lost.
+	var noQuorum time.Time
+	logged := false
+	lostLine := regexp.MustCompile(`msg="quorum lost" .*needed=2 .*leader_heard=false`)
+	tooFew := regexp.MustCompile(`msg="quorum lost" .*why="too few votes reachable" reachable=1 needed=2 .*leader_heard=false`)
 	for time.Since(since) < 4*testTiming.Lease.D() {
-		if st, err := other.Status(ctxT(t, 5*time.Second)); err == nil && (st.Self.Acting || st.Self.Epoch != 0) {
+		st, err := other.Status(ctxT(t, 5*time.Second))
+		if err == nil && (st.Self.Acting || st.Self.Epoch != 0) {
 			t.Fatalf("%s acts without a majority: %+v", other.Name, st.Self)
 		}
+		if err == nil && !st.Quorum.Have {
+			if noQuorum.IsZero() {
+				noQuorum = time.Now()
+				t.Logf("%s says no quorum %v after the kills: %+v", other.Name, noQuorum.Sub(since).Round(time.Millisecond), st.Quorum)
+			}
+			if !st.Primary.LastKnown {
+				t.Fatalf("%s has no quorum and shows primary %s, epoch %d, %s as current", other.Name, st.Primary.Node, st.Primary.Epoch, st.Primary.State)
+			}
+		}
+		if !logged && !noQuorum.IsZero() {
+			b, _ := os.ReadFile(other.Log)
+			if logged = lostLine.Match(b); logged {
+				t.Logf("quorum lost logged %v after status said so", time.Since(noQuorum).Round(time.Millisecond))
+			} else if time.Since(noQuorum) > 1500*time.Millisecond {
+				t.Fatalf("status said no quorum %v ago; the log has no %q", time.Since(noQuorum).Round(time.Millisecond), lostLine)
+			}
+		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	if noQuorum.IsZero() || !logged {
+		t.Fatalf("%s never said no quorum (%v) or never logged it (%v)", other.Name, noQuorum, logged)
+	}
+	// Once gossip gives them up, the log says what is lost: votes.
+	waitUntil(t, "the log to say too few votes reachable", 20*time.Second, func() bool {
+		b, _ := os.ReadFile(other.Log)
+		return tooFew.Match(b)
+	})
+	if st, err := other.Status(ctxT(t, 5*time.Second)); err != nil || st.Quorum.Reachable != 1 || st.Quorum.Have || !st.Primary.LastKnown {
+		t.Fatalf("%s with the witness and %s dead: %+v, primary %+v (%v)", other.Name, p.Name, st.Quorum, st.Primary, err)
 	}
 	if w := writers(c, since); len(w) != 0 {
 		t.Fatalf("writes without a majority: %v", w)

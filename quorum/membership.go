@@ -44,6 +44,10 @@ type Meta struct {
 	// hold primacy does not hand leadership to it. An older fenced never
 	// sets it.
 	Ineligible bool `json:"i,omitempty"`
+	// Resources is the state of each resource of the group on this node,
+	// one letter each in group order (see the daemon's resourceLetters):
+	// the status shows where every resource runs, cluster-wide.
+	Resources string `json:"x,omitempty"`
 }
 
 // Member is one configured node as this node sees it through gossip.

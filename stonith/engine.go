@@ -97,10 +97,68 @@ type Engine struct {
 	// Sessions, when set, is told of the sessions the agents open and
 	// close (agents.SessionRecorder; see sessions.go).
 	Sessions agents.SessionLedger
+	// Confirmed, when set, is told of every try whose action the engine
+	// read back (an off read back off, an on read back on): the device
+	// answered and took our credentials, as good as a check of it. It
+	// must not block.
+	Confirmed func(device string, started time.Time, took time.Duration)
 
 	mu      sync.Mutex
 	running map[string]chan struct{} // node → closed when its operation ends
 	kept    map[string]*Kept         // device → its kept agent
+	steps   map[stepKey]Step         // what each device of a running operation does now
+}
+
+// Step is what one device of a running operation does now (Engine.Steps).
+type Step struct {
+	Target string
+	Action string
+	Level  int
+	Device string
+	Try    int
+	// Step is agents.StepSession, StepCommand, StepReadBack, or StepRetry
+	// (waiting before the next try).
+	Step  string
+	Since time.Time // when it entered Step
+}
+
+// StepRetry: a device waits before its next try.
+const StepRetry = "waiting to retry"
+
+type stepKey struct{ target, device string }
+
+// Steps returns what every device of the running operations does now,
+// by target and device.
+func (e *Engine) Steps() []Step {
+	e.mu.Lock()
+	out := make([]Step, 0, len(e.steps))
+	for _, s := range e.steps {
+		out = append(out, s)
+	}
+	e.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Target != out[j].Target {
+			return out[i].Target < out[j].Target
+		}
+		return out[i].Level < out[j].Level || out[i].Level == out[j].Level && out[i].Device < out[j].Device
+	})
+	return out
+}
+
+// setStep records what device of o does now; step "" forgets it.
+func (o *operation) setStep(level int, device string, try int, step string) {
+	e := o.e
+	k := stepKey{o.req.Target, device}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if step == "" {
+		delete(e.steps, k)
+		return
+	}
+	if e.steps == nil {
+		e.steps = map[stepKey]Step{}
+	}
+	e.steps[k] = Step{Target: o.req.Target, Action: o.req.Action, Level: level, Device: device, Try: try, Step: step, Since: time.Now()}
 }
 
 // NewEngine returns an engine building agents from reg.
@@ -330,7 +388,7 @@ func (o *operation) levelWatched(ctx context.Context, n int, action string, answ
 		res.unknown = res.unknown || r.unknown
 		if !r.ok {
 			res.ok = false
-			problems = append(problems, "device "+devs[i].Device+": "+r.err)
+			problems = append(problems, "device "+devs[i].Device+": "+strings.TrimPrefix(r.err, "device "+devs[i].Device+": "))
 		}
 	}
 	res.err = strings.Join(problems, ", ")
@@ -356,12 +414,15 @@ func (o *operation) device(ctx context.Context, level int, t Target, action stri
 		return deviceResult{err: err.Error()}
 	}
 	defer closeAgent()
+	defer o.setStep(level, t.Device, 0, "")
 
 	tries := 1 + max(t.Retries, 0)
 	res := deviceResult{}
 	delay := o.e.RetryDelay
 	for try := 1; try <= tries; try++ {
+		stepCtx := agents.WithStepHook(ctx, func(step string) { o.setStep(level, t.Device, try, step) })
 		if try > 1 {
+			o.setStep(level, t.Device, try, StepRetry)
 			select {
 			case <-ctx.Done():
 				res.err += fmt.Sprintf("; try %d not made: %v", try, ctx.Err())
@@ -371,7 +432,12 @@ func (o *operation) device(ctx context.Context, level int, t Target, action stri
 			delay = min(delay*2, 8*o.e.RetryDelay)
 		}
 		started := time.Since(o.start)
-		at := o.e.try(ctx, a, t, action, answered)
+		wall := time.Now()
+		o.setStep(level, t.Device, try, agents.StepCommand)
+		at := o.e.try(stepCtx, a, t, action, answered)
+		if at.Result == fencing.ResultSuccess && o.e.Confirmed != nil {
+			o.e.Confirmed(t.Device, wall, at.Duration)
+		}
 		at.Level, at.Device, at.Agent, at.Plug, at.Action, at.Try, at.Start = level, t.Device, t.Agent, t.Plug, action, try, started
 		o.record(at.Attempt)
 		switch at.Result {
@@ -433,6 +499,7 @@ func (e *Engine) try(ctx context.Context, a agents.Agent, t Target, action strin
 		}
 		if err == nil {
 			var st agents.State
+			agents.NoteStep(tctx, agents.StepReadBack)
 			rb := time.Now()
 			st, err = a.Status(tctx)
 			res.ReadBackDuration = time.Since(rb)
@@ -494,6 +561,7 @@ const (
 // command said; an error reply never counts as success by itself.
 func (e *Engine) command(ctx context.Context, c agents.Commander, a agents.Agent, want agents.State, res *tryResult) error {
 	window, cerr := c.Command(ctx, want)
+	agents.NoteStep(ctx, agents.StepReadBack)
 	rb := time.Now()
 	defer func() { res.ReadBackDuration = time.Since(rb) }()
 	if errors.Is(cerr, agents.ErrAuth) || (cerr != nil && ctx.Err() != nil) {

@@ -306,7 +306,9 @@ func (a *Agent) withSession(ctx context.Context, fn func(*session) error) error 
 	// it answers again, and a session given up is a slot of the BMC's few
 	// taken until it expires.
 	a.log.Info("ipmi held session failed; retrying on a new one", "session_age", time.Since(s.opened).Round(time.Millisecond), "err", err)
+	agents.NoteStep(ctx, agents.StepSession)
 	s2, err2 := a.open(ctx)
+	agents.NoteStep(ctx, agents.StepCommand)
 	if err2 != nil {
 		s.release()
 		return fmt.Errorf("%w (after the held session failed: %v)", err2, err)
@@ -330,10 +332,12 @@ func (a *Agent) take(ctx context.Context) (s *session, fresh bool, err error) {
 	if ok {
 		return s, false, nil
 	}
+	agents.NoteStep(ctx, agents.StepSession)
 	s, err = a.open(ctx)
 	if err != nil {
 		return nil, false, err
 	}
+	agents.NoteStep(ctx, agents.StepCommand)
 	s.TryTake() // new: nobody else has it
 	s.private = !a.held.CompareAndSwap(nil, s)
 	return s, true, nil
@@ -599,7 +603,7 @@ func (s *session) classify(ctx context.Context, what string, err error, sent boo
 	var serr *types.RmcpStatusError
 	switch {
 	case isAuthError(err, msg):
-		return agents.AuthFailed(op, clean)
+		return agents.AuthRefused("ipmi "+what, s.a.cfg.addr(), s.a.cfg.username, s.a.cfg.secrets)
 	case !sent && strings.Contains(msg, "ActivateSession failed") && (strings.Contains(msg, "deadline") || strings.Contains(msg, "timeout") || strings.Contains(msg, errNoReply.Error())):
 		// IPMI v1.5 BMCs silently drop an Activate Session whose auth code
 		// (the password) is wrong, after answering the challenge: the BMC

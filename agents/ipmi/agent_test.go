@@ -255,7 +255,27 @@ func TestWrongPassword(t *testing.T) {
 			if strings.Contains(err.Error(), "wrong-secret") {
 				t.Fatalf("error leaks the password: %v", err)
 			}
+			// Worded for a person (issue 24): what failed, where, and
+			// what to check; not go-ipmi's cipher suites and RAKP steps.
+			if !tc.lanV15 {
+				want := "authentication failed at BMC " + tc.p["ip"] + ":" + tc.p["ipport"] + ` (check username "admin" and the password parameter)`
+				if !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "cipher suite") || strings.Contains(err.Error(), "RAKP") {
+					t.Fatalf("wrong password: %q; want it to say %q, without go-ipmi's account", err, want)
+				}
+			}
 		})
+	}
+	// With password_file, the message names the file to check.
+	pw := filepath.Join(t.TempDir(), "bmc.pw")
+	if err := os.WriteFile(pw, []byte("wrong-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := simParams(bmc.Host(), bmc.Port(), "17")
+	delete(p, "password")
+	p["password_file"] = pw
+	err = newAgent(t, p, nil).Off(context.Background())
+	if want := "check username \"admin\" and password_file " + pw; !errors.Is(err, agents.ErrAuth) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "wrong-secret") {
+		t.Fatalf("wrong password from a file: %v; want it to say %q", err, want)
 	}
 	if !bmc.PoweredOn() || !sim.HostRunning() {
 		t.Fatal("a wrong password powered something off")

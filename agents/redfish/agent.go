@@ -96,6 +96,12 @@ func (a *Agent) Close() error {
 
 func (a *Agent) op(name string) string { return "redfish " + a.cfg.addr + ": " + name }
 
+// authRefused is op's failure on a 401 or 403: the BMC refused our
+// credentials (see agents.AuthRefused).
+func (a *Agent) authRefused(op string) error {
+	return agents.AuthRefused("redfish "+op, a.cfg.addr, a.cfg.username, a.cfg.secret)
+}
+
 // withSession runs fn on the held session, or on a fresh session that it
 // always logs out. A failure to log in is classified here: nothing was
 // sent, so it is a failure.
@@ -112,7 +118,7 @@ func (a *Agent) withSession(ctx context.Context, name string, fn func(s *session
 	s, err := a.open(ctx)
 	if err != nil {
 		if isAuth(err) {
-			return agents.AuthFailed(a.op(name), err)
+			return a.authRefused(name)
 		}
 		return agents.Failed(a.op(name), err)
 	}
@@ -219,7 +225,7 @@ func (a *Agent) Reboot(ctx context.Context) error {
 func (a *Agent) classify(op string, err error, sent bool) error {
 	switch {
 	case isAuth(err):
-		return agents.AuthFailed(a.op(op), err)
+		return a.authRefused(op)
 	case sent:
 		return agents.Unknown(a.op(op), err)
 	default:
@@ -545,7 +551,7 @@ func (s *session) reset(ctx context.Context, op string, si *systemInfo, target, 
 		code := statusOf(err)
 		switch {
 		case isAuth(err):
-			return si, w, false, agents.AuthFailed(a.op(op), err)
+			return si, w, false, a.authRefused(op)
 		case toggle && (w.sent || code == http.StatusInternalServerError || code == http.StatusBadGateway || code == http.StatusGatewayTimeout):
 			log.Warn("the power button press may have reached the BMC; not pressing again, the read-back decides", "op", op, "err", err)
 			return si, wait{sent: true, pressed: true}, false, nil
@@ -568,7 +574,7 @@ func (s *session) reset(ctx context.Context, op string, si *systemInfo, target, 
 		fresh, rerr := s.readSystem(ctx, si.uri)
 		if rerr != nil {
 			if isAuth(rerr) {
-				return si, w, false, agents.AuthFailed(a.op(op), rerr)
+				return si, w, false, a.authRefused(op)
 			}
 			lastErr = rerr
 			continue
@@ -642,7 +648,7 @@ func (s *session) waitPower(ctx context.Context, op, uri string, want schemas.Po
 			}
 		} else {
 			if isAuth(err) {
-				return agents.AuthFailed(a.op(op), err)
+				return a.authRefused(op)
 			}
 			lastErr = err
 		}

@@ -332,6 +332,10 @@ func TestSessionsAndAuth(t *testing.T) {
 	if el := time.Since(start); el > time.Second {
 		t.Fatalf("auth failure took %v", el)
 	}
+	// Worded for a person (issue 24), never with the password.
+	if want := "authentication failed at BMC " + srv.Addr + ` (check username "root" and the password parameter)`; !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "wrong-password") || strings.Contains(err.Error(), "401") {
+		t.Fatalf("wrong password: %q; want it to say %q", err, want)
+	}
 
 	pwFile := filepath.Join(t.TempDir(), "pw")
 	os.WriteFile(pwFile, []byte(secret+"\n"), 0o600)

@@ -114,7 +114,7 @@ func (a *Agent) Check(ctx context.Context, keep bool) error {
 			a.Drop()
 		}
 		if isAuth(err) {
-			return agents.AuthFailed(a.op("monitor"), err)
+			return a.authRefused("monitor")
 		}
 		return agents.Failed(a.op("monitor"), err)
 	}

@@ -103,7 +103,7 @@ func TestAgainstCluster(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("status: %d %s", code, stderr)
 	}
-	for _, want := range []string{"Quorum:   yes — 3 of 3 configured nodes seen, 2 needed", fmt.Sprintf("Primary:  %s, epoch %d", p.Name, epoch), "NODE", "LAST CONTACT",
+	for _, want := range []string{"Quorum:   yes — ", " of 3 votes reachable, 2 needed, leader ", fmt.Sprintf("Primary:  %s, epoch %d", p.Name, epoch), "NODE", "LAST CONTACT",
 		"Config:   fingerprint "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, out)
@@ -230,7 +230,7 @@ func TestAgainstCluster(t *testing.T) {
 			if n := checkSchemaLines(t, "status.json", outb.String()); n < 1 {
 				t.Errorf("watch -o json printed no document")
 			}
-		} else if !strings.Contains(outb.String(), "quorum: yes, 3 of 3 configured nodes seen") || !strings.Contains(outb.String(), "node "+p.Name+" (data): alive") {
+		} else if !strings.Contains(outb.String(), "quorum: yes — ") || !strings.Contains(outb.String(), " of 3 votes reachable, 2 needed, leader ") || !strings.Contains(outb.String(), "node "+p.Name+" (data): alive") {
 			t.Errorf("watch lines:\n%s", outb.String())
 		}
 	}

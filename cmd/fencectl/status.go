@@ -30,12 +30,22 @@ func newStatusCmd(a *app) *cobra.Command {
 	var interval time.Duration
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Show the cluster: quorum, primary and epoch, every node, this node's resources",
-		Long: `Show the cluster as the local node sees it: quorum (votes seen and needed),
-the primary and its epoch, this node's own view, every configured node with
-its FENCE PATH as this node's device checks see it (working: every device of
-one of its levels passed its last check), and the resources of this node's
-group (see resource list). A node none of whose levels works gets a warning
+		Short: "Show the cluster: quorum, primary and epoch, running fences, every node, where each resource runs",
+		Long: `Show the cluster as the local node sees it: quorum (the votes this node
+reaches now against those needed, and whether it hears a leader), the primary
+and its epoch with the last change of primacy (who, when, why), this node's own
+view, the fences running (how long, and on the node that runs one, the step of
+each device: session, command, read-back, waiting to retry), every configured
+node with its FENCE PATH as this node's device checks see it (working: every
+device of one of its levels passed its last check; a fence or unfence read back
+counts as a check) and (standby) in its ROLE, where each resource of the group
+runs cluster-wide (from each node's gossip; "node2?" when that gossip is older
+than a lease), and the resources of this node's group (see resource list).
+
+Without quorum the Primary line reads LAST KNOWN, UNCONFIRMED: it is the
+replicated state as this node last learned it, and may name a dead node.
+
+A node none of whose levels works gets a warning
 line naming each device and what failed ("node2: no working fence path:
 node2-bmc auth failed 3m ago; pdu-a ok"): if it failed now, its takeover
 would block. A node does not check the devices that fence only itself; ask
@@ -77,24 +87,15 @@ Ctrl-C ends it with exit status 0.`,
 }
 
 func printStatus(w io.Writer, st *api.Status) {
-	q := st.Quorum
-	have := "yes"
-	if !q.Have {
-		have = "NO"
-	}
 	fmt.Fprintf(w, "Cluster:  %s (this node: %s)\n", cell(st.Cluster), cell(st.Node))
-	fmt.Fprintf(w, "Quorum:   %s — %d of %d configured nodes seen, %d needed\n", have, q.Seen, q.Configured, q.Needed)
+	fmt.Fprintf(w, "Quorum:   %s\n", quorumLine(st.Quorum))
 	p := st.Primary
-	switch {
-	case p.Node == "":
-		fmt.Fprintf(w, "Primary:  none yet\n")
-	case p.Blocked:
-		fmt.Fprintf(w, "Primary:  %s, epoch %d, BLOCKED: %s\n", cell(p.Node), p.Epoch, cell(p.Reason))
-	default:
-		fmt.Fprintf(w, "Primary:  %s, epoch %d, %s\n", cell(p.Node), p.Epoch, cell(p.State))
-		if p.Reason != "" {
-			fmt.Fprintf(w, "          %s\n", cell(p.Reason))
-		}
+	fmt.Fprintf(w, "Primary:  %s\n", primaryLine(p))
+	if p.Node != "" && !p.Blocked && p.Reason != "" {
+		fmt.Fprintf(w, "          %s\n", cell(p.Reason))
+	}
+	if l := changeLine(p, time.Now()); l != "" {
+		fmt.Fprintf(w, "          %s\n", l)
 	}
 	for _, n := range slices.Sorted(maps.Keys(p.Unclean)) {
 		fmt.Fprintf(w, "UNCLEAN:  %s may still run the group (%s); only a fence that removes its power, or `fencectl confirm %s --yes`, clears it\n",
@@ -122,7 +123,7 @@ func printStatus(w io.Writer, st *api.Status) {
 		}
 		fmt.Fprintf(w, "%s%s\n", label, l)
 	}
-	for i, l := range fenceWarnings(st, time.Now(), true) {
+	for i, l := range append(pendingLines(st, true), fenceWarnings(st, time.Now(), true)...) {
 		label := "Fencing:  "
 		if i > 0 {
 			label = "          "
@@ -150,6 +151,144 @@ func printStatus(w io.Writer, st *api.Status) {
 	for _, n := range lost {
 		fmt.Fprintf(w, "\nWitness %s is lost (not seen by gossip): one more failure of a voter leaves no majority.\n", cell(n))
 	}
+	if len(st.Resources) > 0 {
+		fmt.Fprintf(w, "\nResources (cluster-wide, from each node's gossip):\n")
+		for _, l := range placeLines(st.Resources) {
+			fmt.Fprintf(w, "  %s\n", l)
+		}
+	}
+}
+
+// quorumLine is what this node reaches: votes reachable now against those
+// needed, and whether it hears a leader (issue 24: "3 of 3 configured
+// nodes seen" beside "no quorum" said nothing of what was missing).
+func quorumLine(q api.QuorumStatus) string {
+	have := "yes"
+	if !q.Have {
+		have = "NO"
+	}
+	if q.Reachable == 0 && q.Seen > 0 {
+		// An older daemon: it counts only what gossip sees.
+		return fmt.Sprintf("%s — %d of %d configured nodes seen, %d needed, leader %s", have, q.Seen, q.Configured, q.Needed, cell(q.Leader))
+	}
+	l := fmt.Sprintf("%s — %d of %d votes reachable, %d needed", have, q.Reachable, q.Configured, q.Needed)
+	switch {
+	case q.LeaderHeard:
+		l += ", leader " + cell(q.Leader)
+	case q.Leader != "":
+		l += fmt.Sprintf(", NO LEADER HEARD (%s silent for %s)", cell(q.Leader), shortAgo(time.Duration(q.LeaderSilentSec*float64(time.Second))))
+	default:
+		l += ", NO LEADER"
+	}
+	if q.Seen != q.Reachable {
+		l += fmt.Sprintf("; gossip lists %d alive or suspect", q.Seen)
+	}
+	return l
+}
+
+// primaryLine is the replicated holder; without quorum, marked as what
+// this node last learned: never shown as current.
+func primaryLine(p api.PrimaryInfo) string {
+	var l string
+	switch {
+	case p.Node == "":
+		l = "none yet"
+	case p.Blocked:
+		l = fmt.Sprintf("%s, epoch %d, BLOCKED: %s", cell(p.Node), p.Epoch, cell(p.Reason))
+	default:
+		l = fmt.Sprintf("%s, epoch %d, %s", cell(p.Node), p.Epoch, cell(p.State))
+	}
+	if p.LastKnown {
+		return "LAST KNOWN, UNCONFIRMED (this node has no quorum): " + l
+	}
+	return l
+}
+
+// changeLine is the last change of primacy: who, epoch, when, why.
+func changeLine(p api.PrimaryInfo, now time.Time) string {
+	if p.Node == "" || p.Change == "" && p.Since == nil {
+		return ""
+	}
+	l := fmt.Sprintf("epoch %d granted to %s", p.Epoch, cell(p.Node))
+	if p.Since != nil {
+		l += fmt.Sprintf(" at %s (%s ago)", p.Since.Local().Format("15:04:05"), shortAgo(now.Sub(*p.Since)))
+	}
+	if p.Change != "" {
+		l += ": " + cell(p.Change)
+	}
+	return l
+}
+
+// pendingLines are the fences running, with how long, and what each
+// device does now (on the node that runs it) or the last attempt.
+// relative: with times (the live view), not for --watch's change lines.
+func pendingLines(st *api.Status, relative bool) []string {
+	var out []string
+	for _, f := range st.PendingFences {
+		l := fmt.Sprintf("%s of %s (%s) by %s, epoch %d: RUNNING", cell(f.Kind), cell(f.Target), cell(f.Action), cell(f.Executor), f.Epoch)
+		if relative {
+			l += " for " + time.Duration(f.ElapsedSec*float64(time.Second)).Round(100*time.Millisecond).String()
+		}
+		if f.Runs > 1 {
+			l += fmt.Sprintf(", run %d", f.Runs)
+		}
+		var steps []string
+		for _, s := range f.Steps {
+			d := fmt.Sprintf("device %s (level %d), try %d: %s", cell(s.Device), s.Level, s.Try, cell(s.Step))
+			if relative {
+				d += " for " + time.Duration(s.ForSec*float64(time.Second)).Round(100*time.Millisecond).String()
+			}
+			steps = append(steps, d)
+		}
+		switch {
+		case len(steps) > 0:
+			l += "; " + strings.Join(steps, "; ")
+		case f.LastAttempt != nil:
+			a := f.LastAttempt
+			l += fmt.Sprintf("; last: device %s (level %d), try %d %s", cell(a.Device), a.Level, a.Try, cell(a.Result))
+			if a.Error != "" {
+				l += ": " + cell(a.Error)
+			}
+		default:
+			l += "; no device attempt recorded yet"
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// placeLines say where each resource runs, crm_mon style: "db
+// (ocf:heartbeat:pgsql): running on node1", a "?" after a node whose
+// gossip is stale.
+func placeLines(places []api.ResourcePlace) []string {
+	var out []string
+	for _, r := range places {
+		l := cell(r.Name)
+		if r.Kind != "" {
+			l += " (" + cell(r.Kind) + ")"
+		}
+		if len(r.On) == 0 {
+			out = append(out, l+": stopped everywhere")
+			continue
+		}
+		var on []string
+		for _, o := range r.On {
+			state := cell(o.State)
+			switch o.State {
+			case "failed":
+				state = "FAILED (may still run)"
+			case "unknown":
+				state = "MAY STILL RUN (node gone, not confirmed stopped)"
+			}
+			n := cell(o.Node)
+			if o.Stale {
+				n += "?"
+			}
+			on = append(on, state+" on "+n)
+		}
+		out = append(out, l+": "+strings.Join(on, ", "))
+	}
+	return out
 }
 
 // gossipCell is what gossip says of a node, or for one it does not see,
@@ -170,10 +309,14 @@ func gossipCell(n api.NodeStatus) string {
 // roleCell is the role a node gossips, marked when it is stale: never two
 // primaries.
 func roleCell(n api.NodeStatus) string {
+	r := cell(n.Role)
 	if n.Stale && n.Role != "" {
-		return cell(n.Role) + "?"
+		r += "?"
 	}
-	return cell(n.Role)
+	if n.Standby {
+		r += " (standby)"
+	}
+	return r
 }
 
 func epochCell(n api.NodeStatus) string {
@@ -267,13 +410,23 @@ func (a *app) redraw(now time.Time, every time.Duration, body func(io.Writer)) {
 func stamp(t time.Time) string { return t.Format(time.RFC3339) }
 
 // sameStatus compares two status documents without what changes on every
-// poll (lease left, last contact, round-trip time).
+// poll (lease left, last contact, round-trip time, how long a leader has
+// been silent, how long a fence and its steps have run).
 func sameStatus(a, b *api.Status) bool {
 	strip := func(s api.Status) []byte {
 		s.Self.LeaseLeftSec = 0
 		s.Nodes = slices.Clone(s.Nodes)
 		for i := range s.Nodes {
 			s.Nodes[i].LastContact, s.Nodes[i].RTTMillis = nil, 0
+		}
+		s.Quorum.LeaderSilentSec = 0
+		s.PendingFences = slices.Clone(s.PendingFences)
+		for i := range s.PendingFences {
+			f := &s.PendingFences[i]
+			f.ElapsedSec, f.Steps = 0, slices.Clone(f.Steps)
+			for j := range f.Steps {
+				f.Steps[j].ForSec = 0
+			}
 		}
 		j, _ := json.Marshal(s)
 		return j
@@ -309,19 +462,12 @@ func statusLines(st *api.Status) ([]string, map[string]string) {
 	keys := []string{"quorum", "primary", "this node"}
 	m := map[string]string{}
 	q := st.Quorum
-	have := "yes"
-	if !q.Have {
-		have = "NO"
-	}
-	m["quorum"] = fmt.Sprintf("quorum: %s, %d of %d configured nodes seen, %d needed, leader %s", have, q.Seen, q.Configured, q.Needed, cell(q.Leader))
-	p := st.Primary
-	switch {
-	case p.Node == "":
-		m["primary"] = "primary: none yet"
-	case p.Blocked:
-		m["primary"] = fmt.Sprintf("primary: %s, epoch %d, BLOCKED: %s", cell(p.Node), p.Epoch, cell(p.Reason))
-	default:
-		m["primary"] = fmt.Sprintf("primary: %s, epoch %d, %s", cell(p.Node), p.Epoch, cell(p.State))
+	// Without the silence's length: it changes on every poll.
+	q.LeaderSilentSec = 0
+	m["quorum"] = "quorum: " + strings.Replace(quorumLine(q), " silent for 0s", " silent", 1)
+	m["primary"] = "primary: " + primaryLine(st.Primary)
+	if p := st.Primary; p.Change != "" {
+		m["primary"] += "; " + cell(p.Change)
 	}
 	s := st.Self
 	m["this node"] = fmt.Sprintf("this node: %s (%s), raft %s (term %d), knows epoch %d, holds epoch %d, storage %s, standby %v",
@@ -340,6 +486,19 @@ func statusLines(st *api.Status) ([]string, map[string]string) {
 		k := "node " + cell(n.Name)
 		keys = append(keys, k)
 		m[k] = fmt.Sprintf("%s (%s): %s, raft %s, role %s, epoch %d, storage %s, fence path %s, config %s, version %s", k, cell(n.Kind), cell(n.Gossip), cell(n.Raft), cell(n.Role), n.Epoch, cell(n.Storage), pathCell(st, n.Name), configCell(n), cell(n.Version))
+		if n.Standby {
+			m[k] += ", standby"
+		}
+	}
+	for _, l := range pendingLines(st, false) {
+		k := "fence " + l[:strings.Index(l, ":")]
+		keys = append(keys, k)
+		m[k] = "fencing: " + l
+	}
+	for i, l := range placeLines(st.Resources) {
+		k := "resource " + st.Resources[i].Name
+		keys = append(keys, k)
+		m[k] = "resource: " + l
 	}
 	// A node without a working fence path gets a line of its own, without
 	// times (they would change on every poll).

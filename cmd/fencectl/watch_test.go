@@ -112,7 +112,7 @@ func TestWatchLines(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errw.String())
 	}
 	s := out.String()
-	for _, want := range []string{"quorum: yes, 3 of 3 configured nodes seen, 2 needed", "primary: node1, epoch 3, mounted", "primary: node1, epoch 4, mounted",
+	for _, want := range []string{"quorum: yes — 3 of 3 configured nodes seen, 2 needed, leader node1", "primary: node1, epoch 3, mounted", "primary: node1, epoch 4, mounted",
 		"fenced does not answer: no primary-elect"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("watch lines lack %q:\n%s", want, s)

@@ -25,7 +25,8 @@ type ResourceStatus struct {
 	// MonitorIntervalSec is how often the primary monitors it.
 	MonitorIntervalSec float64 `json:"monitorIntervalSeconds"`
 	// LastMonitor is when the last monitor (or probe) began; LastResult is
-	// "ok", "probe: not running" or the error; LastMonitorMillis its
+	// "ok", "probe: not running", "started, not yet monitored" or the
+	// error; LastMonitorMillis its
 	// duration.
 	LastMonitor       *time.Time `json:"lastMonitor,omitempty"`
 	LastResult        string     `json:"lastResult,omitempty"`

@@ -29,6 +29,70 @@ type Status struct {
 	FencePaths []FencePath `json:"fencePaths,omitempty"`
 	// Config is the answering node's configuration against the cluster's.
 	Config *ConfigStatus `json:"config,omitempty"`
+	// PendingFences are the fences and unfences running, cluster-wide.
+	PendingFences []PendingFence `json:"pendingFences,omitempty"`
+	// Resources says where each resource of the group runs, cluster-wide.
+	Resources []ResourcePlace `json:"resources,omitempty"`
+}
+
+// PendingFence is a fence (or unfence) the replicated history holds as
+// running.
+type PendingFence struct {
+	ID         uint64     `json:"id"`
+	Kind       string     `json:"kind"` // fence or unfence
+	Target     string     `json:"target"`
+	Action     string     `json:"action"`
+	Executor   string     `json:"executor,omitempty"`
+	Epoch      uint64     `json:"epoch"`
+	Reason     string     `json:"reason,omitempty"`
+	Runs       int        `json:"runs,omitempty"` // runs of a blocked takeover's retried fence
+	Started    *time.Time `json:"started,omitempty"`
+	ElapsedSec float64    `json:"elapsedSeconds"`
+	// LastAttempt is the newest device attempt the history holds.
+	LastAttempt *FenceAttempt `json:"lastAttempt,omitempty"`
+	// Steps is what each device does now; only on the node that runs it.
+	Steps []FenceStep `json:"steps,omitempty"`
+}
+
+// FenceAttempt is one finished device try of a pending fence.
+type FenceAttempt struct {
+	Level    int    `json:"level"`
+	Device   string `json:"device"`
+	Try      int    `json:"try"`
+	Result   string `json:"result"`
+	ReadBack string `json:"readBack,omitempty"`
+	Error    string `json:"error,omitempty"`
+}
+
+// FenceStep is what one device of a running fence does now.
+type FenceStep struct {
+	Level  int    `json:"level"`
+	Device string `json:"device"`
+	Try    int    `json:"try"`
+	// Step is session (logging in), command, read-back or "waiting to
+	// retry".
+	Step   string  `json:"step"`
+	ForSec float64 `json:"forSeconds"`
+}
+
+// ResourcePlace is where one resource of the group runs, from each node's
+// gossip (its state of every resource of the group, in group order).
+type ResourcePlace struct {
+	Name string `json:"name"`
+	Kind string `json:"kind,omitempty"`
+	// On are the nodes where it is not known stopped.
+	On []ResourceOn `json:"on"`
+}
+
+// ResourceOn is a resource's state on one node.
+type ResourceOn struct {
+	Node string `json:"node"`
+	// State is starting, running, stopping or failed (it may still run),
+	// or "unknown" (the node is gone and may still run it: unclean or
+	// unconfirmed).
+	State string `json:"state"`
+	// Stale: the node's gossip is older than one lease.
+	Stale bool `json:"stale,omitempty"`
 }
 
 // ConfigStatus compares the answering node's cluster-wide configuration
@@ -133,6 +197,14 @@ type QuorumStatus struct {
 	Needed     int    `json:"votesNeeded"`
 	Have       bool   `json:"have"`
 	Leader     string `json:"leader"`
+	// Reachable are the votes this node reaches now: itself, the nodes
+	// gossip finds alive (not suspect) with a recent probe answered, and
+	// the leader while it hears it.
+	Reachable int `json:"votesReachable"`
+	// LeaderHeard: this node leads, or heard Leader (raft or beacon)
+	// within the detector's time; LeaderSilentSec how long it has not.
+	LeaderHeard     bool    `json:"leaderHeard"`
+	LeaderSilentSec float64 `json:"leaderSilentSeconds,omitempty"`
 }
 
 // PrimaryInfo is the replicated holder state.
@@ -149,6 +221,12 @@ type PrimaryInfo struct {
 	// themselves away, with why: only a fence that removes their power, or
 	// an admin's confirmation, clears them.
 	Unclean map[string]string `json:"unclean,omitempty"`
+	// LastKnown: this node has no quorum, so this is the replicated state
+	// as it last learned it, not confirmed now.
+	LastKnown bool `json:"lastKnown,omitempty"`
+	// Since is when the epoch was granted; Change why the holder got it.
+	Since  *time.Time `json:"since,omitempty"`
+	Change string     `json:"change,omitempty"`
 }
 
 // SelfStatus is the answering node's own view.
@@ -217,6 +295,9 @@ type NodeStatus struct {
 	Down     string     `json:"down,omitempty"`
 	FencedAt *time.Time `json:"fencedAt,omitempty"`
 	FencedBy string     `json:"fencedBy,omitempty"`
+	// Standby: the replicated state holds the node in standby (never
+	// granted primacy).
+	Standby bool `json:"standby,omitempty"`
 }
 
 // Record is one entry of the replicated history: a fence, unfence,

@@ -62,6 +62,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -651,7 +652,9 @@ func (m *Checker) Record(device string, started time.Time, took time.Duration, e
 		if h.State != StateFailing {
 			h.Since = started
 		}
-		h.State, h.Kind, h.Error = StateFailing, Classify(err, timedOut), err.Error()
+		// The device is named by whoever shows the health: not twice
+		// ("device node2-bmc: device node2-bmc: ...").
+		h.State, h.Kind, h.Error = StateFailing, Classify(err, timedOut), strings.TrimPrefix(err.Error(), "device "+device+": ")
 		h.Failures++
 	}
 	after := *h

@@ -22,6 +22,10 @@ const (
 	StateFailed = "failed"
 )
 
+// ResultNotMonitored is the last result of a resource started and not
+// monitored since.
+const ResultNotMonitored = "started, not yet monitored"
+
 // DefaultTimeout bounds an action when neither the configuration nor the
 // agent's meta-data gives one (Pacemaker's default too).
 const DefaultTimeout = 20 * time.Second
@@ -231,7 +235,12 @@ func (g *Group) Start(ctx context.Context, epoch uint64, previous string) error 
 			g.rollback(ctx, i, log)
 			return err
 		}
-		g.setState(e, StateRunning, "")
+		g.smu.Lock()
+		e.state = StateRunning
+		// What the probe at start found ("probe: not running") is no
+		// longer true of a running resource.
+		e.lastMonitor, e.lastTook, e.lastResult = time.Time{}, 0, ResultNotMonitored
+		g.smu.Unlock()
 		log.Info("resource started", "resource", e.name, "kind", e.kind, "took", time.Since(t0).Round(time.Millisecond))
 	}
 	log.Info("resource group started", "resources", len(g.members), "took", time.Since(begin).Round(time.Millisecond))
@@ -481,9 +490,9 @@ type Status struct {
 	State string
 	// MonitorInterval is how often it is checked on the primary.
 	MonitorInterval time.Duration
-	// LastMonitor is when the last monitor or probe began (zero: never);
-	// LastResult is "ok", "probe: not running" or the error; LastTook its
-	// duration.
+	// LastMonitor is when the last monitor or probe began (zero: never,
+	// or not since the start); LastResult is "ok", "probe: not running",
+	// ResultNotMonitored or the error; LastTook its duration.
 	LastMonitor time.Time
 	LastResult  string
 	LastTook    time.Duration

@@ -128,8 +128,18 @@ func states(g *Group) []string {
 func TestDummyGroupOrder(t *testing.T) {
 	dir := t.TempDir()
 	g, rec := newGroup(t, dummyGroup(t, dir, 3, nil))
+	// The probe at start finds nothing running; once started, that is no
+	// longer what the status may say (issue 24).
+	if err := g.Probe(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	if err := g.Start(context.Background(), 7, "node2"); err != nil {
 		t.Fatal(err)
+	}
+	for _, s := range g.Status() {
+		if s.LastResult != ResultNotMonitored && s.LastResult != "ok" || s.LastResult == ResultNotMonitored && !s.LastMonitor.IsZero() {
+			t.Errorf("%s just started: last result %q at %v, want %q", s.Name, s.LastResult, s.LastMonitor, ResultNotMonitored)
+		}
 	}
 	if got := rec.events("resource started"); !slices.Equal(got, []string{"r1", "r2", "r3"}) {
 		t.Errorf("start order %v", got)
