@@ -530,6 +530,12 @@ func (d *mlDelegate) NodeMeta(limit int) []byte {
 	meta := *d.meta.Load()
 	meta.Beacon = beaconVersion
 	b, _ := json.Marshal(meta)
+	if len(b) > limit && meta.Resources != "" {
+		// A group too large to advertise where each resource runs still
+		// advertises the rest (status then shows its resources unknown).
+		meta.Resources = ""
+		b, _ = json.Marshal(meta)
+	}
 	if len(b) > limit {
 		return nil
 	}
