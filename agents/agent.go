@@ -258,9 +258,16 @@ func AuthFailed(op string, err error) error { return &Error{Op: op, Auth: true, 
 // 10.0.0.5:623 (check username "admin" and password_file /etc/fenced/bmc)".
 // It names where the password comes from (CredentialHint), never the
 // password, and leaves out the protocol library's own account (cipher
-// suites, RAKP messages), which only restates it.
-func AuthRefused(op, addr, username string, secrets Params) error {
-	return &Error{Op: op, Auth: true, Err: &refusal{msg: fmt.Sprintf("authentication failed at BMC %s (%s)", addr, CredentialHint(username, secrets))}}
+// suites, RAKP messages), which only restates it. said is the BMC's own
+// answer, when it gave one beyond "no" (a Redfish message with its ID,
+// an RMCP+ status such as "Unauthorized name"); it follows, cleaned by the
+// caller of anything secret.
+func AuthRefused(op, addr, username string, secrets Params, said string) error {
+	msg := fmt.Sprintf("authentication failed at BMC %s (%s)", addr, CredentialHint(username, secrets))
+	if said != "" {
+		msg += ": the BMC answered " + said
+	}
+	return &Error{Op: op, Auth: true, Err: &refusal{msg: msg}}
 }
 
 // refusal is an AuthRefused message.

@@ -603,7 +603,10 @@ func (s *session) classify(ctx context.Context, what string, err error, sent boo
 	var serr *types.RmcpStatusError
 	switch {
 	case isAuthError(err, msg):
-		return agents.AuthRefused("ipmi "+what, s.a.cfg.addr(), s.a.cfg.username, s.a.cfg.secrets)
+		// The BMC's own reason when it gave one (an RMCP+ status: an
+		// unknown user, a role refused); a code that does not verify is a
+		// wrong password, said by the hint alone.
+		return agents.AuthRefused("ipmi "+what, s.a.cfg.addr(), s.a.cfg.username, s.a.cfg.secrets, bmcReason(err, msg))
 	case !sent && strings.Contains(msg, "ActivateSession failed") && (strings.Contains(msg, "deadline") || strings.Contains(msg, "timeout") || strings.Contains(msg, errNoReply.Error())):
 		// IPMI v1.5 BMCs silently drop an Activate Session whose auth code
 		// (the password) is wrong, after answering the challenge: the BMC
@@ -639,6 +642,24 @@ func sessionsFull(err error) bool {
 // isAuthError recognises authentication failures. go-ipmi flattens its
 // connect errors into text (errors.Join under %v), so the typed check is
 // backed by the messages its RAKP and v1.5 paths produce.
+// bmcReason is the BMC's own reason for refusing a session, quoted, when
+// it gave one: an RMCP+ status (from go-ipmi's error, or named in its
+// text); "" for a code that does not verify (a wrong password).
+func bmcReason(err error, msg string) string {
+	var serr *types.RmcpStatusError
+	if errors.As(err, &serr) {
+		return fmt.Sprintf("%q", serr.StatusCode().String())
+	}
+	m := strings.ToLower(msg)
+	for _, c := range []types.RmcpStatusCode{types.RmcpStatusCodeUnauthorizedName, types.RmcpStatusCodeInvalidRole,
+		types.RmcpStatusCodeUnauthorizedRoleOfPriLevel, types.RmcpStatusCodeInvalidIntegrityCheckValue} {
+		if strings.Contains(m, strings.ToLower(c.String())) {
+			return fmt.Sprintf("%q", c.String())
+		}
+	}
+	return ""
+}
+
 func isAuthError(err error, msg string) bool {
 	if errors.Is(err, client.ErrRAKPAuthentication) {
 		return true

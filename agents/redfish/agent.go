@@ -96,10 +96,16 @@ func (a *Agent) Close() error {
 
 func (a *Agent) op(name string) string { return "redfish " + a.cfg.addr + ": " + name }
 
-// authRefused is op's failure on a 401 or 403: the BMC refused our
-// credentials (see agents.AuthRefused).
-func (a *Agent) authRefused(op string) error {
-	return agents.AuthRefused("redfish "+op, a.cfg.addr, a.cfg.username, a.cfg.secret)
+// authRefused is op's failure on a 401 or 403 (err): the BMC refused our
+// credentials (see agents.AuthRefused), in its own words too (the status,
+// the message's ID and text; fromGofish removed any secret from them).
+func (a *Agent) authRefused(op string, err error) error {
+	said := ""
+	var he *httpError
+	if errors.As(err, &he) {
+		said = he.Error()
+	}
+	return agents.AuthRefused("redfish "+op, a.cfg.addr, a.cfg.username, a.cfg.secret, said)
 }
 
 // withSession runs fn on the held session, or on a fresh session that it
@@ -118,7 +124,7 @@ func (a *Agent) withSession(ctx context.Context, name string, fn func(s *session
 	s, err := a.open(ctx)
 	if err != nil {
 		if isAuth(err) {
-			return a.authRefused(name)
+			return a.authRefused(name, err)
 		}
 		return agents.Failed(a.op(name), err)
 	}
@@ -225,7 +231,7 @@ func (a *Agent) Reboot(ctx context.Context) error {
 func (a *Agent) classify(op string, err error, sent bool) error {
 	switch {
 	case isAuth(err):
-		return a.authRefused(op)
+		return a.authRefused(op, err)
 	case sent:
 		return agents.Unknown(a.op(op), err)
 	default:
@@ -551,7 +557,7 @@ func (s *session) reset(ctx context.Context, op string, si *systemInfo, target, 
 		code := statusOf(err)
 		switch {
 		case isAuth(err):
-			return si, w, false, a.authRefused(op)
+			return si, w, false, a.authRefused(op, err)
 		case toggle && (w.sent || code == http.StatusInternalServerError || code == http.StatusBadGateway || code == http.StatusGatewayTimeout):
 			log.Warn("the power button press may have reached the BMC; not pressing again, the read-back decides", "op", op, "err", err)
 			return si, wait{sent: true, pressed: true}, false, nil
@@ -574,7 +580,7 @@ func (s *session) reset(ctx context.Context, op string, si *systemInfo, target, 
 		fresh, rerr := s.readSystem(ctx, si.uri)
 		if rerr != nil {
 			if isAuth(rerr) {
-				return si, w, false, a.authRefused(op)
+				return si, w, false, a.authRefused(op, rerr)
 			}
 			lastErr = rerr
 			continue
@@ -648,7 +654,7 @@ func (s *session) waitPower(ctx context.Context, op, uri string, want schemas.Po
 			}
 		} else {
 			if isAuth(err) {
-				return a.authRefused(op)
+				return a.authRefused(op, err)
 			}
 			lastErr = err
 		}

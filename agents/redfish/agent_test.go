@@ -332,8 +332,9 @@ func TestSessionsAndAuth(t *testing.T) {
 	if el := time.Since(start); el > time.Second {
 		t.Fatalf("auth failure took %v", el)
 	}
-	// Worded for a person (issue 24), never with the password.
-	if want := "authentication failed at BMC " + srv.Addr + ` (check username "root" and the password parameter)`; !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "wrong-password") || strings.Contains(err.Error(), "401") {
+	// Worded for a person (issue 24), then in the BMC's words with their
+	// ID (issue 23), never with the password.
+	if want := "authentication failed at BMC " + srv.Addr + ` (check username "root" and the password parameter): the BMC answered HTTP 401: Base.`; !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "wrong-password") {
 		t.Fatalf("wrong password: %q; want it to say %q", err, want)
 	}
 

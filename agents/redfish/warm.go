@@ -114,7 +114,7 @@ func (a *Agent) Check(ctx context.Context, keep bool) error {
 			a.Drop()
 		}
 		if isAuth(err) {
-			return a.authRefused("monitor")
+			return a.authRefused("monitor", err)
 		}
 		return agents.Failed(a.op("monitor"), err)
 	}
