@@ -123,9 +123,15 @@ func TestConfigMismatch(t *testing.T) {
 	if strings.Contains(out, "2s") && strings.Contains(out, "lease: ") {
 		t.Errorf("a value in the status:\n%s", out)
 	}
-	_, out, _ = ctl("--socket", odd.Socket, "status")
-	for _, want := range []string{"NOT ELIGIBLE for primacy: config: CONFIG MISMATCH: this node's configuration",
-		"Config:   CONFIG MISMATCH: this node runs ", "differing: devices.node1-bmc.params.power_timeout, timing.lease"} {
+	// node3 learns the committed fingerprint from the leader's next
+	// AppendEntries: a moment after node1 does.
+	wants := []string{"NOT ELIGIBLE for primacy: config: CONFIG MISMATCH: this node's configuration",
+		"Config:   CONFIG MISMATCH: this node runs ", "differing: devices.node1-bmc.params.power_timeout, timing.lease"}
+	until(t, "node3's status to say its own mismatch", 15*time.Second, func() bool {
+		_, out, _ = ctl("--socket", odd.Socket, "status")
+		return strings.Contains(out, wants[0])
+	})
+	for _, want := range wants {
 		if !strings.Contains(out, want) {
 			t.Errorf("node3's status lacks %q:\n%s", want, out)
 		}
