@@ -130,8 +130,12 @@ func TestSystemdNotify(t *testing.T) {
 	if len(socks[0].find("STATUS=primary")) == 0 && len(socks[0].find("STATUS=secondary")) == 0 {
 		t.Errorf("no STATUS with the role: %v", socks[0].msgs)
 	}
-	// The stuck node stops pinging within the stall + a couple of intervals.
-	time.Sleep(time.Until(stallStart.Add(4*time.Second + 2*time.Second)))
+	// The stuck node stops pinging within the stall and half a watchdog
+	// interval (pings need a heartbeat of the loop younger than that),
+	// counted from its own start, a moment after stallStart: the last ping
+	// comes about 4.5 s after stallStart, so 7 s after it the last is
+	// more than 1.5 s old with a second to spare.
+	time.Sleep(time.Until(stallStart.Add(4*time.Second + 3*time.Second)))
 	pings := socks[2].find("WATCHDOG=1")
 	if len(pings) == 0 {
 		t.Fatal("stuck node never pinged")

@@ -111,7 +111,7 @@ func keepOrRemove(t *testing.T, res *Result) {
 // after every fault.
 func TestNemesis3(t *testing.T) {
 	needRoot(t)
-	res := runProfile(t, 3, 32, Options{})
+	res := runProfile(t, 3, 26, Options{})
 	defer keepOrRemove(t, res)
 	for _, v := range res.Violations {
 		t.Errorf("SAFETY VIOLATION: %s: %s", v.Check, v.Detail)
@@ -123,7 +123,7 @@ func TestNemesis3(t *testing.T) {
 
 func TestNemesis5(t *testing.T) {
 	needRoot(t)
-	res := runProfile(t, 5, 28, Options{})
+	res := runProfile(t, 5, 22, Options{})
 	defer keepOrRemove(t, res)
 	for _, v := range res.Violations {
 		t.Errorf("SAFETY VIOLATION: %s: %s", v.Check, v.Detail)
@@ -139,7 +139,7 @@ func TestNemesis5(t *testing.T) {
 // kind, and the checker must find nothing.
 func TestNemesisTokens(t *testing.T) {
 	needRoot(t)
-	res := runProfile(t, 3, 18, Options{Tokens: true})
+	res := runProfile(t, 3, 15, Options{Tokens: true})
 	defer keepOrRemove(t, res)
 	for _, v := range res.Violations {
 		t.Errorf("SAFETY VIOLATION: %s: %s", v.Check, v.Detail)
