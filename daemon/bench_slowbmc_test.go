@@ -224,17 +224,9 @@ func BenchmarkTakeoverSlowBMC(b *testing.B) {
 				}
 				cancel()
 			}
-			var summary []string
-			for _, k := range order {
-				v := phases[k]
-				slices.Sort(v)
-				p50, p99 := v[len(v)/2], v[(len(v)*99+99)/100-1]
-				b.ReportMetric(float64(p50.Microseconds())/1000, k+"-p50-ms")
-				b.ReportMetric(float64(p99.Microseconds())/1000, k+"-p99-ms")
-				summary = append(summary, fmt.Sprintf("%s p50 %s p99 %s", k, p50.Round(time.Millisecond), p99.Round(time.Millisecond)))
-			}
+			summary := phaseSummary(b, phases, order)
 			b.ReportMetric(float64(cold), "cold-fences")
-			b.Logf("%s, %d failovers: %s; %d fenced without a session held before; each: %s", tc.name, len(phases["total"]), strings.Join(summary, "; "), cold, strings.Join(totals, ", "))
+			b.Logf("%s, %d failovers: %s; %d fenced without a session held before; each: %s", tc.name, len(phases["total"]), summary, cold, strings.Join(totals, ", "))
 		})
 	}
 }
