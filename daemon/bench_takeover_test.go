@@ -383,7 +383,8 @@ func BenchmarkNoFalseFailoversLossy(b *testing.B) {
 }
 
 // BenchmarkTakeoverLossy measures failover after a real SIGKILL of the
-// primary in a 3-node cluster in network namespaces, default timings,
+// primary in a 3-node cluster in network namespaces (its group an OCF
+// Dummy, which checks no tokens: every takeover fences), default timings,
 // without loss and with FENCED_BENCH_LOSS percent (default 33) of the
 // packets lost on each direction of every cluster link (nftables numgen),
 // BMCs behind the namespaces' relay. It reports p50 and p99 of each phase
@@ -404,7 +405,15 @@ func BenchmarkTakeoverLossy(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			c, err := devcluster.New(devcluster.Options{Nodes: 3, Dir: b.TempDir(), Bin: fencedBin, BMC: true, Hosts: ns.Hosts, Wrap: ns.Wrap})
+			// A resource that checks no tokens (OCF Dummy, its state file
+			// each node's own): every takeover must fence, none may go by
+			// lease expiry.
+			dir := b.TempDir()
+			c, err := devcluster.New(devcluster.Options{Nodes: 3, Dir: dir, Bin: fencedBin, BMC: true, Hosts: ns.Hosts, Wrap: ns.Wrap,
+				NodeConfig: func(i int, cfg *config.Config) {
+					cfg.Resources = []config.Resource{{Name: "dummy", OCF: "heartbeat:Dummy",
+						NodeParams: map[string]string{"state": filepath.Join(dir, cfg.Node+".dummy.state")}}}
+				}})
 			if err != nil {
 				ns.Close()
 				b.Fatal(err)

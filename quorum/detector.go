@@ -448,7 +448,10 @@ func (d *Detector) confirm(leader string, rank int) (agree, asked int, deferTo s
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out, err := d.m.Call(ctx, p, silenceMethod, body)
+			// Over datagrams, asked again every Detect/32: under heavy
+			// loss a TCP connection per question takes a second or more
+			// to open, far longer than the question may wait.
+			out, err := d.m.CallDatagram(ctx, p, silenceMethod, body, d.opts.Detect/32)
 			var r silenceResp
 			ok := err == nil && json.Unmarshal(out, &r) == nil && time.Duration(r.SilentNs) >= d.agreeAt()
 			answers <- answer{from: p, agree: ok, defers: ok && r.Defer}

@@ -371,6 +371,9 @@ type rpcMsg struct {
 	Body   json.RawMessage `json:"body,omitempty"`
 	Err    string          `json:"err,omitempty"`
 	Kind   string          `json:"kind,omitempty"` // of Err: see RemoteError
+	// Datagram: asked by CallDatagram, over UDP; the reply goes the same
+	// way (an older version ignores it and replies over TCP).
+	Datagram bool `json:"dg,omitempty"`
 }
 
 // RemoteError is what a call's handler on the other node returned: its
@@ -454,6 +457,51 @@ func (m *Membership) Call(ctx context.Context, node, method string, body []byte)
 	}
 }
 
+// CallDatagram is Call over gossip's UDP, for a small request whose
+// answer is wanted within a moment even under heavy packet loss: the
+// request goes as a best-effort datagram, again every `every` until the
+// answer comes or ctx ends, and the answer comes back as a datagram too.
+// (Call's reliable stream opens a TCP connection per message, and a lost
+// SYN alone costs a second.) The handler may run once per copy that
+// arrives: it must not mind.
+func (m *Membership) CallDatagram(ctx context.Context, node, method string, body []byte, every time.Duration) ([]byte, error) {
+	target := m.peer(node)
+	if target == nil {
+		return nil, fmt.Errorf("ask %s: %w", node, ErrNoRoute)
+	}
+	id := m.seq.Add(1)
+	ch := make(chan rpcMsg, 1)
+	m.mu.Lock()
+	m.pending[id] = pendingCall{node: node, ch: ch}
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(m.pending, id)
+		m.mu.Unlock()
+	}()
+	msg, err := json.Marshal(rpcMsg{ID: id, From: m.opts.Self, Method: method, Body: body, Datagram: true})
+	if err != nil {
+		return nil, fmt.Errorf("ask %s: %w", node, err)
+	}
+	tick := time.NewTicker(max(every, time.Millisecond))
+	defer tick.Stop()
+	for {
+		if err := m.ml.SendBestEffort(target, msg); err != nil {
+			m.log.Debug("gossip: datagram call", "to", node, "err", err)
+		}
+		select {
+		case r := <-ch:
+			if r.Err != "" {
+				return nil, &RemoteError{Node: node, Kind: r.Kind, Msg: r.Err}
+			}
+			return r.Body, nil
+		case <-ctx.Done():
+			return nil, fmt.Errorf("ask %s: %w", node, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
 func (m *Membership) handleMsg(b []byte) {
 	if len(b) > 0 && b[0] == beaconMagic {
 		if h := m.beacons.Load(); h != nil {
@@ -516,6 +564,11 @@ func (m *Membership) handleMsg(b []byte) {
 			}
 		}
 		out := encodeReply(reply)
+		if n := m.peer(msg.From); n != nil && msg.Datagram {
+			if err := m.ml.SendBestEffort(n, out); err == nil {
+				return
+			}
+		}
 		if n := m.peer(msg.From); n != nil {
 			if err := m.sendMsg(n, out); err != nil {
 				m.log.Warn("gossip: reply", "to", msg.From, "err", err)
