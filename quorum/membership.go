@@ -425,36 +425,7 @@ var ErrNoRoute = errors.New("node not reachable")
 
 // Call sends a request to node and waits for its answer.
 func (m *Membership) Call(ctx context.Context, node, method string, body []byte) ([]byte, error) {
-	target := m.peer(node)
-	if target == nil {
-		return nil, fmt.Errorf("forward to %s: %w", node, ErrNoRoute)
-	}
-	id := m.seq.Add(1)
-	ch := make(chan rpcMsg, 1)
-	m.mu.Lock()
-	m.pending[id] = pendingCall{node: node, ch: ch}
-	m.mu.Unlock()
-	defer func() {
-		m.mu.Lock()
-		delete(m.pending, id)
-		m.mu.Unlock()
-	}()
-	msg, err := json.Marshal(rpcMsg{ID: id, From: m.opts.Self, Method: method, Body: body})
-	if err != nil {
-		return nil, fmt.Errorf("forward to %s: %w", node, err)
-	}
-	if err := m.sendMsg(target, msg); err != nil {
-		return nil, fmt.Errorf("forward to %s: %w", node, err)
-	}
-	select {
-	case r := <-ch:
-		if r.Err != "" {
-			return nil, &RemoteError{Node: node, Kind: r.Kind, Msg: r.Err}
-		}
-		return r.Body, nil
-	case <-ctx.Done():
-		return nil, fmt.Errorf("forward to %s: %w", node, ctx.Err())
-	}
+	return m.call(ctx, node, method, body, 0)
 }
 
 // CallDatagram is Call over gossip's UDP, for a small request whose
@@ -465,9 +436,19 @@ func (m *Membership) Call(ctx context.Context, node, method string, body []byte)
 // SYN alone costs a second.) The handler may run once per copy that
 // arrives: it must not mind.
 func (m *Membership) CallDatagram(ctx context.Context, node, method string, body []byte, every time.Duration) ([]byte, error) {
+	return m.call(ctx, node, method, body, max(every, time.Millisecond))
+}
+
+// call is Call (every 0: once, over the reliable stream) and CallDatagram
+// (a datagram every `every`).
+func (m *Membership) call(ctx context.Context, node, method string, body []byte, every time.Duration) ([]byte, error) {
+	what := "forward to"
+	if every > 0 {
+		what = "ask"
+	}
 	target := m.peer(node)
 	if target == nil {
-		return nil, fmt.Errorf("ask %s: %w", node, ErrNoRoute)
+		return nil, fmt.Errorf("%s %s: %w", what, node, ErrNoRoute)
 	}
 	id := m.seq.Add(1)
 	ch := make(chan rpcMsg, 1)
@@ -479,16 +460,22 @@ func (m *Membership) CallDatagram(ctx context.Context, node, method string, body
 		delete(m.pending, id)
 		m.mu.Unlock()
 	}()
-	msg, err := json.Marshal(rpcMsg{ID: id, From: m.opts.Self, Method: method, Body: body, Datagram: true})
+	msg, err := json.Marshal(rpcMsg{ID: id, From: m.opts.Self, Method: method, Body: body, Datagram: every > 0})
 	if err != nil {
-		return nil, fmt.Errorf("ask %s: %w", node, err)
+		return nil, fmt.Errorf("%s %s: %w", what, node, err)
 	}
-	tick := time.NewTicker(max(every, time.Millisecond))
-	defer tick.Stop()
-	for {
+	var resend <-chan time.Time
+	if every > 0 {
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		resend = tick.C
 		if err := m.ml.SendBestEffort(target, msg); err != nil {
 			m.log.Debug("gossip: datagram call", "to", node, "err", err)
 		}
+	} else if err := m.sendMsg(target, msg); err != nil {
+		return nil, fmt.Errorf("%s %s: %w", what, node, err)
+	}
+	for {
 		select {
 		case r := <-ch:
 			if r.Err != "" {
@@ -496,8 +483,11 @@ func (m *Membership) CallDatagram(ctx context.Context, node, method string, body
 			}
 			return r.Body, nil
 		case <-ctx.Done():
-			return nil, fmt.Errorf("ask %s: %w", node, ctx.Err())
-		case <-tick.C:
+			return nil, fmt.Errorf("%s %s: %w", what, node, ctx.Err())
+		case <-resend:
+			if err := m.ml.SendBestEffort(target, msg); err != nil {
+				m.log.Debug("gossip: datagram call", "to", node, "err", err)
+			}
 		}
 	}
 }
@@ -564,15 +554,12 @@ func (m *Membership) handleMsg(b []byte) {
 			}
 		}
 		out := encodeReply(reply)
-		if n := m.peer(msg.From); n != nil && msg.Datagram {
-			if err := m.ml.SendBestEffort(n, out); err == nil {
-				return
-			}
+		n := m.peer(msg.From)
+		if n == nil || msg.Datagram && m.ml.SendBestEffort(n, out) == nil {
+			return
 		}
-		if n := m.peer(msg.From); n != nil {
-			if err := m.sendMsg(n, out); err != nil {
-				m.log.Warn("gossip: reply", "to", msg.From, "err", err)
-			}
+		if err := m.sendMsg(n, out); err != nil {
+			m.log.Warn("gossip: reply", "to", msg.From, "err", err)
 		}
 	}()
 }
