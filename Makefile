@@ -32,15 +32,14 @@ test: test-deps lint
 # Everything CI runs (.ci/run): every test, the simulator's 10,000
 # schedules and its negative controls, the packages, the race detector on
 # every package that runs its concurrency in the test process, the fuzz
-# smoke, the multi-process cluster suite (./daemon, on its own after the
-# rest, so CPU-heavy package tests do not skew its timing on small CI
-# machines) and the nemesis profiles.
+# smoke, then the multi-process cluster suite (./daemon) and the nemesis
+# profiles side by side (.ci/cluster-suites), after the rest, so CPU-heavy
+# package tests do not skew their timing on small CI machines.
 check: test-deps lint
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v -e '/daemon$$' -e '/harness/nemesis$$')
 	$(MAKE) race
 	$(MAKE) fuzz-smoke
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./daemon
-	$(GO) test -count=1 -v -timeout $(TEST_TIMEOUT) ./harness/nemesis
+	GO=$(GO) TEST_TIMEOUT=$(TEST_TIMEOUT) ./.ci/cluster-suites
 
 # The nemesis (see README, "How safety is tested"): random faults against
 # real processes on simulated machines with a shared ext4, then the checker.
