@@ -91,6 +91,9 @@ type State struct {
 	// cluster-wide configuration must hash to for it to be granted
 	// primacy. Nil until the leader first commits one.
 	Config *ConfigFingerprint `json:"config,omitempty"`
+	// Incarnation names the voting set since the last recovery (OpRecover;
+	// "" before any).
+	Incarnation string `json:"incarnation,omitempty"`
 }
 
 // HolderTiming is the part of a holder's timing a successor must wait out.
@@ -172,6 +175,9 @@ type Command struct {
 	Boot string `json:"boot,omitempty"`
 	// Config is the fingerprint an OpConfig commits.
 	Config *ConfigFingerprint `json:"config,omitempty"`
+	// Gone and Incarnation are an OpRecover's (see recover.go).
+	Gone        []string `json:"gone,omitempty"`
+	Incarnation string   `json:"incarnation,omitempty"`
 }
 
 // Command ops.
@@ -302,6 +308,7 @@ var appliers = map[string]func(*FSM, *Command) any{
 	OpStandby: (*FSM).applyStandby,
 	OpConfig:  (*FSM).applyConfig,
 	OpUnclean: (*FSM).applyUnclean,
+	OpRecover: (*FSM).applyRecover,
 }
 
 // apply applies c (which passed Command.check) with its op's handler and

@@ -169,7 +169,16 @@ func OpenRaft(o RaftOptions) (*Raft, error) {
 		// thin-stream sockets (thin.go).
 		var stream raft.StreamLayer
 		if o.Key != nil {
-			conf, cerr := clusterTLS(o.Key, o.Cluster, o.Self)
+			// A recovered voting set has a trust root of its own: nodes
+			// still on the data of the one before cannot talk to it.
+			trust := o.Cluster
+			if inc, ierr := ReadIncarnation(o.DataDir); ierr != nil {
+				closeAll()
+				return nil, ierr
+			} else if inc != "" && !o.InMemory {
+				trust += " incarnation " + inc
+			}
+			conf, cerr := clusterTLS(o.Key, trust, o.Self)
 			if cerr != nil {
 				closeAll()
 				return nil, cerr

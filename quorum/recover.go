@@ -1,0 +1,192 @@
+package quorum
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/fenced/fenced/stonith/fencing"
+)
+
+// OpRecover starts a new voting set from one node's data after a majority
+// was lost for good (fenced recover): Epoch is the epoch it continues at,
+// Gone the nodes an admin declared stopped, Incarnation the new voting
+// set's identity, Record the history's account of who did it.
+const OpRecover = "recover"
+
+// KindRecover is the history record of a recovery.
+const KindRecover = "recover"
+
+// RecoverEpochGap is how far above the highest epoch this node's log holds
+// a recovery continues. The lost majority may have committed grants this
+// node never stored (it may have lagged, or been cut off, before the
+// disaster); each grant is one takeover, so a million of them unseen is
+// beyond any outage, and a storage that checks tokens then refuses every
+// writer of the old voting set. An admin who knows the storage's highest
+// token passes it as a floor.
+const RecoverEpochGap = 1_000_000
+
+// IncarnationFile, in data_dir, names the voting set the node's raft log
+// belongs to (empty or absent: the one bootstrapped from the
+// configuration). It is part of raft's TLS trust root, so that nodes of an
+// older voting set cannot talk raft to those of the recovered one.
+const IncarnationFile = "incarnation"
+
+// ReadIncarnation returns the incarnation recorded in dir ("" for none).
+func ReadIncarnation(dir string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, IncarnationFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("data_dir %s: %w", dir, err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// applyRecover (OpRecover): the epoch jumps to c.Epoch (refused unless
+// above the current one), the nodes of c.Gone no longer may run the
+// storage nor hold a lease (an admin declared them stopped), a holder
+// among them is released, the incarnation becomes c.Incarnation and the
+// record is added. It returns the record's ID.
+func (f *FSM) applyRecover(c *Command) any {
+	s := &f.state
+	if c.Epoch <= s.Epoch {
+		return fmt.Errorf("recover: epoch %d is not above the current epoch %d", c.Epoch, s.Epoch)
+	}
+	if c.Record == nil || c.Incarnation == "" {
+		return errors.New("recover: missing record or incarnation")
+	}
+	for _, n := range c.Gone {
+		f.cleared(n)
+		f.formerEnded(n, anyEpoch)
+		if s.Holder == n {
+			s.HolderState = HolderReleased
+		}
+	}
+	s.Epoch = c.Epoch
+	s.Incarnation = c.Incarnation
+	r := *c.Record
+	r.Epoch = c.Epoch
+	return f.addRecord(r)
+}
+
+// RecoverOptions describe an offline recovery of one node's data.
+type RecoverOptions struct {
+	Self     string
+	RaftAddr string // this node's raft address, the new voting set's only voter
+	DataDir  string
+	// Gone are the configured nodes declared stopped.
+	Gone []string
+	// EpochFloor: the new epoch is above it too (the storage's highest
+	// token, when the admin knows it).
+	EpochFloor uint64
+	// By is who asked (user@host), Time when.
+	By           string
+	Time         time.Time
+	HistoryLimit int
+	Reason       string
+}
+
+// Recovered is what a recovery did.
+type Recovered struct {
+	Before, Epoch uint64 // the highest epoch in the log; the new one
+	Incarnation   string
+	Holder        string // the holder before
+}
+
+// Recover rewrites the raft data in o.DataDir (the daemon stopped) so that
+// this node alone is the voting set (raft.RecoverCluster), with the epoch
+// RecoverEpochGap above anything the log holds — every entry counts,
+// committed or not — and a new incarnation. The new snapshot carries the
+// recovery; the incarnation file is written last.
+func Recover(o RecoverOptions) (Recovered, error) {
+	var out Recovered
+	if slices.Contains(o.Gone, o.Self) {
+		return out, fmt.Errorf("recover: %s cannot declare itself gone", o.Self)
+	}
+	db := filepath.Join(o.DataDir, "raft.db")
+	if _, err := os.Stat(db); err != nil {
+		return out, fmt.Errorf("data_dir %s: no raft log to recover from (%w)", o.DataDir, err)
+	}
+	bolt, err := raftboltdb.New(raftboltdb.Options{Path: db, BoltOptions: boltOptions()})
+	if err != nil {
+		return out, fmt.Errorf("data_dir %s: raft log: %w", o.DataDir, err)
+	}
+	defer bolt.Close()
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(o.DataDir, 2, hclogger(slog.New(slog.DiscardHandler), "snapshot"))
+	if err != nil {
+		return out, fmt.Errorf("data_dir %s: snapshots: %w", o.DataDir, err)
+	}
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return out, fmt.Errorf("recover: incarnation: %w", err)
+	}
+	out.Incarnation = hex.EncodeToString(b[:])
+	rf := &recoveringFSM{FSM: NewFSM(o.HistoryLimit), o: o, out: &out}
+	_, trans := raft.NewInmemTransport(raft.ServerAddress(o.RaftAddr))
+	conf := raft.DefaultConfig()
+	conf.LocalID = raft.ServerID(o.Self)
+	conf.Logger = hclogger(slog.New(slog.DiscardHandler), "raft")
+	cfg := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(o.Self), Address: raft.ServerAddress(o.RaftAddr)}}}
+	if err := raft.RecoverCluster(conf, rf, bolt, bolt, snaps, trans, cfg); err != nil {
+		return out, fmt.Errorf("data_dir %s: recover: %w", o.DataDir, err)
+	}
+	if rf.err != nil {
+		return out, rf.err
+	}
+	if !rf.done {
+		return out, fmt.Errorf("data_dir %s: recover: the log holds no state to recover", o.DataDir)
+	}
+	tmp := filepath.Join(o.DataDir, IncarnationFile+".tmp")
+	if err := os.WriteFile(tmp, []byte(out.Incarnation+"\n"), 0o600); err != nil {
+		return out, fmt.Errorf("data_dir %s: %w", o.DataDir, err)
+	}
+	if err := os.Rename(tmp, filepath.Join(o.DataDir, IncarnationFile)); err != nil {
+		return out, fmt.Errorf("data_dir %s: %w", o.DataDir, err)
+	}
+	return out, nil
+}
+
+// recoveringFSM applies the recovery when raft.RecoverCluster, having
+// replayed the whole log, takes its snapshot: the snapshot it writes is
+// the recovered state.
+type recoveringFSM struct {
+	*FSM
+	o    RecoverOptions
+	out  *Recovered
+	done bool
+	err  error
+}
+
+func (r *recoveringFSM) Snapshot() (raft.FSMSnapshot, error) {
+	if !r.done {
+		st := r.FSM.State()
+		r.out.Before, r.out.Holder = st.Epoch, st.Holder
+		r.out.Epoch = max(st.Epoch, r.o.EpochFloor) + RecoverEpochGap
+		gone := slices.Sorted(slices.Values(r.o.Gone))
+		rec := &fencing.Record{Kind: KindRecover, Target: r.o.Self, Started: r.o.Time, Finished: r.o.Time,
+			Outcome: fencing.OutcomeSuccess, RequestedBy: r.o.By, Executor: r.o.Self,
+			Reason: fmt.Sprintf("majority lost: new voting set from %s; declared gone: %s; epoch %d → %d", r.o.Self, strings.Join(gone, ", "), st.Epoch, r.out.Epoch)}
+		if r.o.Reason != "" {
+			rec.Reason += "; " + r.o.Reason
+		}
+		c := Command{Op: OpRecover, Node: r.o.Self, Epoch: r.out.Epoch, Gone: gone, Incarnation: r.out.Incarnation, Record: rec, Time: r.o.Time}
+		if res, ok := r.FSM.apply(&c).(error); ok {
+			r.err = res
+			return nil, res
+		}
+		r.done = true
+	}
+	return r.FSM.Snapshot()
+}
