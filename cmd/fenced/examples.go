@@ -24,6 +24,10 @@ var examples = map[string]string{
   fenced agent ipmi --ip=10.0.1.2 --username=fence --password_file=/etc/fenced/secrets/node2-bmc -o status
   printf 'ip=10.0.1.2\nusername=fence\npassword_file=/etc/fenced/secrets/node2-bmc\naction=monitor\n' | fenced agent ipmi`,
 	"fenced version": `  fenced version`,
+	"fenced recover": `  # On the survivor, after powering the lost nodes off for good:
+  systemctl stop fenced
+  fenced recover --config /etc/fenced/fenced.yaml --yes-i-have-fenced-the-others --reason "node2, node3 burned"
+  systemctl start fenced`,
 }
 
 // setExamples gives every command of root's tree its examples.
