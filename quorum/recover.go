@@ -25,7 +25,7 @@ import (
 const OpRecover = "recover"
 
 // KindRecover is the history record of a recovery.
-const KindRecover = "recover"
+const KindRecover = fencing.KindRecover
 
 // RecoverEpochGap is how far above the highest epoch this node's log holds
 // a recovery continues. The lost majority may have committed grants this

@@ -49,10 +49,14 @@ const (
 	// when its tenure ended before that; Reason says how the previous
 	// holder left and, once it stepped down, why.
 	KindPrimacy = "primacy"
+	// KindRecover: `fenced recover` started a new voting set from Target
+	// after a majority was lost (RequestedBy who ran it; Reason the nodes
+	// declared gone and the epochs before and after).
+	KindRecover = "recover"
 )
 
 // Kinds lists every record kind, in the order fencectl names them.
-var Kinds = []string{KindFence, KindUnfence, KindConfirm, KindRelease, KindExpiry, KindWatchdog, KindElection, KindPrimacy}
+var Kinds = []string{KindFence, KindUnfence, KindConfirm, KindRelease, KindExpiry, KindWatchdog, KindElection, KindPrimacy, KindRecover}
 
 // Stopping reports whether kind is one of the records of a node stopped or
 // acted on (fence, unfence, confirm, release, expiry, watchdog) rather than
