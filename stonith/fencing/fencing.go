@@ -60,9 +60,11 @@ var Kinds = []string{KindFence, KindUnfence, KindConfirm, KindRelease, KindExpir
 
 // Stopping reports whether kind is one of the records of a node stopped or
 // acted on (fence, unfence, confirm, release, expiry, watchdog) rather than
-// a change of leader or primacy: its Target is the node that was stopped,
+// a change of leader, primacy or voting set: its Target is the node that was stopped,
 // not the one that took over.
-func Stopping(kind string) bool { return kind != KindElection && kind != KindPrimacy }
+func Stopping(kind string) bool {
+	return kind != KindElection && kind != KindPrimacy && kind != KindRecover
+}
 
 // Outcomes of a record.
 const (
