@@ -418,3 +418,28 @@ func (q *Raft) observe(o *raft.Observation) bool {
 	}
 	return false
 }
+
+// RaftServer is one server of the raft configuration this node holds.
+type RaftServer struct {
+	ID       string `json:"id"`
+	Address  string `json:"address"`
+	Suffrage string `json:"suffrage"` // Voter, Nonvoter, Staging
+}
+
+// Servers is the raft configuration as this node holds it (the latest,
+// committed or not): who votes, at which address.
+func (q *Raft) Servers() ([]RaftServer, error) {
+	f := q.r.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, err
+	}
+	var out []RaftServer
+	for _, s := range f.Configuration().Servers {
+		out = append(out, RaftServer{ID: string(s.ID), Address: string(s.Address), Suffrage: s.Suffrage.String()})
+	}
+	return out, nil
+}
+
+// Stats are raft's own counters and state (hashicorp/raft's Stats: term,
+// indexes, last contact, configuration), for diagnostics.
+func (q *Raft) Stats() map[string]string { return q.r.Stats() }
