@@ -312,8 +312,10 @@ func (ll *longLife) report(total time.Duration) {
 	}
 	var procs []*series
 	byPid := map[int]*series{}
+	before := map[int]bool{} // processes already running in the first half
 	for _, s := range ll.samples {
 		if s.at < half {
+			before[s.pid] = true
 			continue
 		}
 		if byPid[s.pid] == nil {
@@ -326,8 +328,8 @@ func (ll *longLife) report(total time.Duration) {
 	var worstRSSYear, worstRSSSlope, worstGor, worstFD float64
 	fitted := 0
 	for _, p := range procs {
-		if p.s[0].at > half+time.Minute || p.s[len(p.s)-1].at < last-time.Minute || len(p.s) < 3 {
-			continue // started late or ended early: restarted
+		if !before[p.pid] || p.s[len(p.s)-1].at < last-time.Minute || len(p.s) < 3 {
+			continue // restarted in the second half, or ended early
 		}
 		fitted++
 		name := ll.c.Nodes[p.node].Name
