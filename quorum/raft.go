@@ -171,12 +171,17 @@ func OpenRaft(o RaftOptions) (*Raft, error) {
 		if o.Key != nil {
 			// A recovered voting set has a trust root of its own: nodes
 			// still on the data of the one before cannot talk to it.
+			// (An in-memory log has no data_dir to hold one.)
 			trust := o.Cluster
-			if inc, ierr := ReadIncarnation(o.DataDir); ierr != nil {
-				closeAll()
-				return nil, ierr
-			} else if inc != "" && !o.InMemory {
-				trust += " incarnation " + inc
+			if !o.InMemory {
+				inc, ierr := ReadIncarnation(o.DataDir)
+				if ierr != nil {
+					closeAll()
+					return nil, ierr
+				}
+				if inc != "" {
+					trust += " incarnation " + inc
+				}
 			}
 			conf, cerr := clusterTLS(o.Key, trust, o.Self)
 			if cerr != nil {
