@@ -233,13 +233,9 @@ func open(cfg *config.Config, opts Options) (*Daemon, error) {
 		return reset(reason)
 	}
 	peers := peersOf(cfg)
-	// The cluster key encrypts gossip and roots raft's mutual TLS.
-	var key []byte
-	if cfg.Gossip.KeyFile != "" {
-		var err error
-		if key, err = quorum.ReadKey(cfg.Gossip.KeyFile); err != nil {
-			return nil, err
-		}
+	key, err := clusterKey(cfg)
+	if err != nil {
+		return nil, err
 	}
 	d.fence.engine = stonith.NewEngine(d.registry(), d.log.With("component", "stonith"))
 	d.fence.engine.DefaultTimeout = cfg.Timing.FenceTimeout.D()
@@ -330,6 +326,15 @@ func open(cfg *config.Config, opts Options) (*Daemon, error) {
 		d.srv.metricsSrv = d.newMetricsServer()
 	}
 	return d, nil
+}
+
+// clusterKey is the cluster key of gossip.key_file (nil in plaintext): it
+// encrypts gossip and roots raft's mutual TLS.
+func clusterKey(cfg *config.Config) ([]byte, error) {
+	if cfg.Gossip.KeyFile == "" {
+		return nil, nil
+	}
+	return quorum.ReadKey(cfg.Gossip.KeyFile)
 }
 
 func peersOf(cfg *config.Config) []quorum.Peer {

@@ -69,14 +69,11 @@ func Recover(cfg *config.Config, req RecoverRequest) (quorum.Recovered, []string
 }
 
 // surveyGossip joins gossip on this node's address for wait and returns
-// the other configured nodes seen alive (each "name (address)").
+// the other configured nodes seen alive or suspect (each "name (address)").
 func surveyGossip(cfg *config.Config, peers []quorum.Peer, wait time.Duration, log *slog.Logger) ([]string, error) {
-	var key []byte
-	if cfg.Gossip.KeyFile != "" {
-		var err error
-		if key, err = quorum.ReadKey(cfg.Gossip.KeyFile); err != nil {
-			return nil, err
-		}
+	key, err := clusterKey(cfg)
+	if err != nil {
+		return nil, err
 	}
 	m, err := quorum.JoinMembership(quorum.MembershipOptions{Self: cfg.Node, Peers: peers, Key: key, Logger: log,
 		Handler: func(_ context.Context, _, method string, _ []byte) ([]byte, error) {
@@ -90,7 +87,9 @@ func surveyGossip(cfg *config.Config, peers []quorum.Peer, wait time.Duration, l
 	for {
 		var alive []string
 		for _, mb := range m.Members() {
-			if mb.Name != cfg.Node && mb.State == "alive" {
+			// Suspect counts as alive, as everywhere (Membership.Alive):
+			// it was heard lately, and refusing is the safe side.
+			if mb.Name != cfg.Node && (mb.State == "alive" || mb.State == "suspect") {
 				alive = append(alive, mb.Name+" ("+mb.Addr+")")
 			}
 		}
