@@ -174,6 +174,8 @@ type lifetime struct {
 	joined     atomic.Int64 // quorum.Mono of joining the cluster; 0 before (lifecycle.go)
 	ready      atomic.Bool  // joined, and sessions opened (lifecycle.go)
 	stallAfter time.Duration
+
+	selfStopState
 }
 
 // New opens every subsystem: the raft log and transport, gossip, the API
@@ -204,7 +206,7 @@ func open(cfg *config.Config, opts Options) (*Daemon, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	d := &Daemon{cfg: cfg, self: cfg.Node, log: log.With("node", cfg.Node), opts: opts,
-		life: lifetime{started: quorum.Now(), stallAfter: stallFromEnv()},
+		life: lifetime{started: quorum.Now(), stallAfter: stallFromEnv(), selfStopState: selfStopState{selfStop: make(chan struct{})}},
 		ctl: control{calls: make(chan func(), 64), loopDone: make(chan struct{}),
 			nudge: make(chan struct{}, 1), ineligible: map[string]string{}}}
 	d.life.hardCtx, d.life.hardCancel = context.WithCancel(context.Background())
@@ -279,6 +281,12 @@ func open(cfg *config.Config, opts Options) (*Daemon, error) {
 	d.srv.apiLn = ln
 
 	ro := opts.Raft
+	if !ro.InMemory {
+		if err := d.openIncarnation(cfg, &ro); err != nil {
+			closeListenersEarly(ln, d.srv.metricsLn)
+			return nil, err
+		}
+	}
 	ro.Self, ro.Peers, ro.DataDir = cfg.Node, peers, cfg.DataDir
 	ro.Key, ro.Cluster = key, cfg.Cluster.Name
 	ro.HeartbeatTimeout = cfg.Timing.Tenure().Raft().HeartbeatTimeout
@@ -307,6 +315,15 @@ func open(cfg *config.Config, opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.members = m
+	// A node declared gone, started again on its data while the newer
+	// voting set runs: gossip's join already brought that set's
+	// advertisements; it stops before its control loop runs at all.
+	if err := d.checkSuperseded(); err != nil {
+		m.Shutdown()
+		r.Shutdown()
+		closeListeners()
+		return nil, err
+	}
 	rt := cfg.Timing.Tenure().Raft()
 	det, err := quorum.StartDetector(r, m, quorum.DetectorOptions{Detect: rt.Detect, Stagger: rt.Stagger, Log: d.log,
 		Majority: cfg.Majority(),
@@ -379,6 +396,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 	select {
 	case <-ctx.Done():
+	case <-d.life.selfStop:
+		d.log.Error("stopping on its own", "err", d.life.selfStopErr)
 	case <-d.life.hardCtx.Done():
 		// Close: a hard stop; it shuts everything down itself.
 		<-d.ctl.loopDone
@@ -412,6 +431,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 	os.Remove(d.cfg.API.Socket)
 	d.life.dataDir.release()
 	d.log.Info("fenced stopped")
+	select {
+	case <-d.life.selfStop:
+		errs = append([]error{d.life.selfStopErr}, errs...)
+	default:
+	}
 	return errors.Join(errs...)
 }
 
@@ -486,7 +510,7 @@ func (d *Daemon) KnownEpoch() uint64 { return d.raft.FSM().Holders().Epoch }
 
 func (d *Daemon) meta() quorum.Meta {
 	m := quorum.Meta{Role: d.Role(), Storage: d.Storage(), Version: api.Version, Config: d.conf.own.Load().hash, Boot: d.ctl.boot,
-		Ineligible: d.Ineligible() != "", Resources: resourceLetters(d.resourceStatus())}
+		Ineligible: d.Ineligible() != "", Resources: resourceLetters(d.resourceStatus()), Incarnation: d.life.incarnation}
 	if d.raft != nil {
 		m.Epoch = d.raft.FSM().Holders().Epoch
 		m.Raft = d.raft.RaftState()
@@ -507,6 +531,10 @@ func (d *Daemon) metaLoop(done <-chan struct{}) {
 	// else.
 	t := time.NewTicker(5 * time.Second)
 	defer t.Stop()
+	// Every second: a newer voting set (this node was declared gone), and
+	// on a recovered set's leader, nodes waiting to join (incarnation.go).
+	sets := time.NewTicker(time.Second)
+	defer sets.Stop()
 	for {
 		changed, leader := d.raft.FSM().Changed(), d.raft.LeaderChanged()
 		d.SetMetaNow()
@@ -516,6 +544,11 @@ func (d *Daemon) metaLoop(done <-chan struct{}) {
 		case <-t.C:
 		case <-changed:
 		case <-leader:
+		case <-sets.C:
+			if err := d.checkSuperseded(); err != nil {
+				d.stopSelf(err)
+			}
+			d.addJoiners()
 		}
 	}
 }

@@ -71,30 +71,43 @@ func Recover(cfg *config.Config, req RecoverRequest) (quorum.Recovered, []string
 // surveyGossip joins gossip on this node's address for wait and returns
 // the other configured nodes seen alive or suspect (each "name (address)").
 func surveyGossip(cfg *config.Config, peers []quorum.Peer, wait time.Duration, log *slog.Logger) ([]string, error) {
-	key, err := clusterKey(cfg)
-	if err != nil {
-		return nil, err
-	}
-	m, err := quorum.JoinMembership(quorum.MembershipOptions{Self: cfg.Node, Peers: peers, Key: key, Logger: log,
-		Handler: func(_ context.Context, _, method string, _ []byte) ([]byte, error) {
-			return nil, fmt.Errorf("%s: this node is being recovered", method)
-		}}, quorum.Meta{Role: RoleSecondary, Version: "recover"})
-	if err != nil {
-		return nil, err
-	}
-	defer m.Shutdown()
-	deadline := time.Now().Add(wait)
-	for {
-		var alive []string
-		for _, mb := range m.Members() {
+	var alive []string
+	_, err := surveyMembers(cfg, peers, wait, "recover", log, func(ms []quorum.Member) bool {
+		alive = alive[:0]
+		for _, mb := range ms {
 			// Suspect counts as alive, as everywhere (Membership.Alive):
 			// it was heard lately, and refusing is the safe side.
 			if mb.Name != cfg.Node && (mb.State == "alive" || mb.State == "suspect") {
 				alive = append(alive, mb.Name+" ("+mb.Addr+")")
 			}
 		}
-		if len(alive) > 0 || time.Now().After(deadline) {
-			return alive, nil
+		return len(alive) > 0
+	})
+	return alive, err
+}
+
+// surveyMembers joins gossip on this node's address, advertising itself as
+// a secondary of version `as` that answers no request, until enough
+// (called with the members after each look) says so or wait has passed.
+// It returns the members of the last look.
+func surveyMembers(cfg *config.Config, peers []quorum.Peer, wait time.Duration, as string, log *slog.Logger, enough func([]quorum.Member) bool) ([]quorum.Member, error) {
+	key, err := clusterKey(cfg)
+	if err != nil {
+		return nil, err
+	}
+	m, err := quorum.JoinMembership(quorum.MembershipOptions{Self: cfg.Node, Peers: peers, Key: key, Logger: log,
+		Handler: func(_ context.Context, _, method string, _ []byte) ([]byte, error) {
+			return nil, fmt.Errorf("%s: this node is not started yet", method)
+		}}, quorum.Meta{Role: RoleSecondary, Version: as})
+	if err != nil {
+		return nil, err
+	}
+	defer m.Shutdown()
+	deadline := time.Now().Add(wait)
+	for {
+		ms := m.Members()
+		if enough(ms) || time.Now().After(deadline) {
+			return ms, nil
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

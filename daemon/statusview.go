@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -65,8 +66,22 @@ func (d *Daemon) quorumNow() api.QuorumStatus {
 		silence = time.Since(lc)
 	}
 	detect := d.cfg.Timing.Tenure().Raft().Detect
-	return quorumOf(d.members.Members(), d.self, len(d.cfg.Nodes), d.cfg.Majority(), leader, leads, silence, detect,
-		reachWindow(len(d.cfg.Nodes), d.cfg.Timing.Lease.D()), time.Now())
+	members, configured, needed := d.members.Members(), len(d.cfg.Nodes), d.cfg.Majority()
+	if d.life.incarnation != "" {
+		// A recovered voting set counts its voters, not the
+		// configuration: after `fenced recover` the survivor alone is
+		// a majority, until the others join.
+		if servers, err := d.raft.Servers(); err == nil {
+			members = slices.DeleteFunc(members, func(m quorum.Member) bool {
+				return !slices.ContainsFunc(servers, func(s quorum.RaftServer) bool { return s.ID == m.Name && s.Suffrage == "Voter" })
+			})
+			configured, needed = len(members), len(members)/2+1
+		}
+	}
+	q := quorumOf(members, d.self, configured, needed, leader, leads, silence, detect,
+		reachWindow(configured, d.cfg.Timing.Lease.D()), time.Now())
+	q.Incarnation = d.life.incarnation
+	return q
 }
 
 // quorumWords is a quorum as the log and the alerts say it: what this

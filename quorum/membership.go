@@ -48,6 +48,11 @@ type Meta struct {
 	// one letter each in group order (see the daemon's resourceLetters):
 	// the status shows where every resource runs, cluster-wide.
 	Resources string `json:"x,omitempty"`
+	// Incarnation is the voting set this node's data belongs to (see
+	// IncarnationGen; "" for the one bootstrapped from the
+	// configuration): a node on older data learns from it that it was
+	// declared gone, a new node which set to join.
+	Incarnation string `json:"n,omitempty"`
 }
 
 // Member is one configured node as this node sees it through gossip.

@@ -55,6 +55,10 @@ type RaftOptions struct {
 	// Cluster is the cluster's name; it is part of the TLS trust root, so
 	// two clusters sharing a key still cannot talk.
 	Cluster string
+	// Join: a node without raft data does not bootstrap the configured
+	// voting set; it waits for the leader of a recovered one to add it
+	// (AddVoter).
+	Join bool
 }
 
 // Raft is the node's consensus engine with fenced's state machine.
@@ -210,7 +214,7 @@ func OpenRaft(o RaftOptions) (*Raft, error) {
 		closeAll()
 		return nil, fmt.Errorf("raft: reading state: %w", err)
 	}
-	if !existing {
+	if !existing && !o.Join {
 		var cfg raft.Configuration
 		for _, p := range o.Peers {
 			addr := raft.ServerAddress(p.Raft)
@@ -357,6 +361,15 @@ func (q *Raft) Confirm(timeout time.Duration) error {
 
 // TransferLeadership hands leadership to another voter.
 func (q *Raft) TransferLeadership() error { return q.r.LeadershipTransfer().Error() }
+
+// AddVoter adds the named node, at addr, to the voting set (the leader
+// only): a node joining a recovered voting set.
+func (q *Raft) AddVoter(name, addr string, timeout time.Duration) error {
+	if _, ok := q.trans.(*raft.InmemTransport); ok {
+		addr = name
+	}
+	return q.r.AddVoter(raft.ServerID(name), raft.ServerAddress(addr), 0, timeout).Error()
+}
 
 // TransferLeadershipTo hands leadership to the named voter.
 func (q *Raft) TransferLeadershipTo(name, addr string) error {

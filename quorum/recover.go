@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -41,6 +42,55 @@ const RecoverEpochGap = 1_000_000
 // configuration). It is part of raft's TLS trust root, so that nodes of an
 // older voting set cannot talk raft to those of the recovered one.
 const IncarnationFile = "incarnation"
+
+// RecoveringFile, in data_dir, marks a recovery begun and not finished:
+// the incarnation file already names the new voting set, the log may not
+// hold it yet. The daemon refuses to start on it (run the recovery again).
+const RecoveringFile = "recovering"
+
+// SupersededFile, in data_dir, records that a node of a later incarnation
+// was seen: this node's data belongs to a voting set an admin declared
+// gone. The daemon refuses to start on it.
+const SupersededFile = "superseded"
+
+// IncarnationGen is an incarnation's generation, the count of recoveries
+// behind it: 0 for the voting set bootstrapped from the configuration
+// (""), N for "N.<random>". A recovery continues at its data's generation
+// plus one, so the set an admin built last is always the newest.
+func IncarnationGen(inc string) uint64 {
+	if inc == "" {
+		return 0
+	}
+	g, _, ok := strings.Cut(inc, ".")
+	if !ok {
+		return 1 // the first format: random hex alone, one recovery
+	}
+	n, err := strconv.ParseUint(g, 10, 64)
+	if err != nil {
+		return 1
+	}
+	return n
+}
+
+// Supersedes reports whether incarnation newer names a later voting set
+// than old: a node on old's data must stop for good.
+func Supersedes(newer, old string) bool {
+	return IncarnationGen(newer) > IncarnationGen(old)
+}
+
+// WriteIncarnation records inc in dir, atomically (a node that joins a
+// recovered voting set learns it from gossip before raft starts).
+func WriteIncarnation(dir, inc string) error {
+	return writeFileAtomic(filepath.Join(dir, IncarnationFile), inc+"\n")
+}
+
+func writeFileAtomic(path, text string) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(text), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
 
 // ReadIncarnation returns the incarnation recorded in dir ("" for none).
 func ReadIncarnation(dir string) (string, error) {
@@ -128,11 +178,25 @@ func Recover(o RecoverOptions) (Recovered, error) {
 	if err != nil {
 		return out, fmt.Errorf("data_dir %s: snapshots: %w", o.DataDir, err)
 	}
+	prev, err := ReadIncarnation(o.DataDir)
+	if err != nil {
+		return out, err
+	}
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return out, fmt.Errorf("recover: incarnation: %w", err)
 	}
-	out.Incarnation = hex.EncodeToString(b[:])
+	out.Incarnation = strconv.FormatUint(IncarnationGen(prev)+1, 10) + "." + hex.EncodeToString(b[:])
+	// The new incarnation is on disk before the log is rewritten, with a
+	// mark that the recovery is under way: a crash in between leaves a
+	// node that refuses to start (recover again), never one whose log is
+	// the new voting set's while its trust root is the old one's.
+	if err := writeFileAtomic(filepath.Join(o.DataDir, RecoveringFile), out.Incarnation+"\n"); err != nil {
+		return out, fmt.Errorf("data_dir %s: %w", o.DataDir, err)
+	}
+	if err := WriteIncarnation(o.DataDir, out.Incarnation); err != nil {
+		return out, fmt.Errorf("data_dir %s: %w", o.DataDir, err)
+	}
 	rf := &recoveringFSM{FSM: NewFSM(o.HistoryLimit), o: o, out: &out}
 	_, trans := raft.NewInmemTransport(raft.ServerAddress(o.RaftAddr))
 	conf := raft.DefaultConfig()
@@ -148,11 +212,10 @@ func Recover(o RecoverOptions) (Recovered, error) {
 	if !rf.done {
 		return out, fmt.Errorf("data_dir %s: recover: the log holds no state to recover", o.DataDir)
 	}
-	tmp := filepath.Join(o.DataDir, IncarnationFile+".tmp")
-	if err := os.WriteFile(tmp, []byte(out.Incarnation+"\n"), 0o600); err != nil {
-		return out, fmt.Errorf("data_dir %s: %w", o.DataDir, err)
-	}
-	if err := os.Rename(tmp, filepath.Join(o.DataDir, IncarnationFile)); err != nil {
+	// A superseded mark is of the data before: this node now leads the
+	// newest set.
+	os.Remove(filepath.Join(o.DataDir, SupersededFile))
+	if err := os.Remove(filepath.Join(o.DataDir, RecoveringFile)); err != nil {
 		return out, fmt.Errorf("data_dir %s: %w", o.DataDir, err)
 	}
 	return out, nil
@@ -172,6 +235,10 @@ type recoveringFSM struct {
 func (r *recoveringFSM) Snapshot() (raft.FSMSnapshot, error) {
 	if !r.done {
 		st := r.FSM.State()
+		if !Supersedes(r.out.Incarnation, st.Incarnation) {
+			r.err = fmt.Errorf("recover: the log's voting set %q is not older than the new one %q (data_dir %s: incarnation file and log disagree)", st.Incarnation, r.out.Incarnation, r.o.DataDir)
+			return nil, r.err
+		}
 		r.out.Before, r.out.Holder = st.Epoch, st.Holder
 		r.out.Epoch = max(st.Epoch, r.o.EpochFloor) + RecoverEpochGap
 		gone := slices.Sorted(slices.Values(r.o.Gone))

@@ -75,6 +75,47 @@ func TestRecoverRewritesVotingSet(t *testing.T) {
 	if g := res.(Grant); g.Epoch != got.Epoch+1 || len(g.Unconfirmed) != 0 {
 		t.Fatalf("grant after recovery %+v", g)
 	}
+	if err := q.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	if IncarnationGen(got.Incarnation) != 1 || !Supersedes(got.Incarnation, "") {
+		t.Fatalf("first recovery's incarnation %q: generation %d", got.Incarnation, IncarnationGen(got.Incarnation))
+	}
+	if _, err := os.Stat(filepath.Join(dir, RecoveringFile)); !os.IsNotExist(err) {
+		t.Fatalf("recovery mark left behind: %v", err)
+	}
+	// A second recovery is one generation up: its set supersedes the first.
+	again, err := Recover(RecoverOptions{Self: "a", RaftAddr: "a", DataDir: dir, Gone: []string{"b", "c"}, By: "root@a", Time: when, HistoryLimit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if IncarnationGen(again.Incarnation) != 2 || !Supersedes(again.Incarnation, got.Incarnation) || Supersedes(got.Incarnation, again.Incarnation) {
+		t.Fatalf("second recovery's incarnation %q after %q", again.Incarnation, got.Incarnation)
+	}
+	// The incarnation file lost, the log still knows its set: a recovery
+	// that would not go past it is refused, the mark of the attempt kept.
+	if err := os.Remove(filepath.Join(dir, IncarnationFile)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Recover(RecoverOptions{Self: "a", RaftAddr: "a", DataDir: dir, Gone: []string{"b"}, Time: when, HistoryLimit: 100}); err == nil || !strings.Contains(err.Error(), "is not older than the new one") {
+		t.Fatalf("recovery below the log's voting set: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, RecoveringFile)); err != nil {
+		t.Fatalf("an interrupted recovery left no mark: %v", err)
+	}
+}
+
+// TestIncarnationGen: the generation orders voting sets, the first
+// format (random hex alone) counts as one recovery.
+func TestIncarnationGen(t *testing.T) {
+	for inc, want := range map[string]uint64{"": 0, "3f9a0c1d22e4b5a6": 1, "1.3f9a": 1, "12.ab": 12, "x.ab": 1} {
+		if got := IncarnationGen(inc); got != want {
+			t.Errorf("IncarnationGen(%q) = %d, want %d", inc, got, want)
+		}
+	}
+	if Supersedes("1.a", "1.b") || !Supersedes("2.a", "1.b") || Supersedes("", "1.a") {
+		t.Error("Supersedes orders by generation only")
+	}
 }
 
 // TestRecoverRefusals: bad requests name what is wrong.

@@ -183,6 +183,9 @@ func quorumLine(q api.QuorumStatus) string {
 	if q.Seen != q.Reachable {
 		l += fmt.Sprintf("; gossip lists %d alive or suspect", q.Seen)
 	}
+	if q.Incarnation != "" {
+		l += fmt.Sprintf("; voting set %s (from a recovery): votes are its voters'", q.Incarnation)
+	}
 	return l
 }
 

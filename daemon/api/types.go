@@ -205,6 +205,9 @@ type QuorumStatus struct {
 	// within the detector's time; LeaderSilentSec how long it has not.
 	LeaderHeard     bool    `json:"leaderHeard"`
 	LeaderSilentSec float64 `json:"leaderSilentSeconds,omitempty"`
+	// Incarnation names the voting set after a `fenced recover` (""
+	// for the configured one); Configured then counts its voters.
+	Incarnation string `json:"incarnation,omitempty"`
 }
 
 // PrimaryInfo is the replicated holder state.
