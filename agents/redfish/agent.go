@@ -417,6 +417,29 @@ func transitional(p, want schemas.PowerState) bool {
 		(want == schemas.OnPowerState && p == schemas.PoweringOnPowerState)
 }
 
+// cutShutdown says whether an off that finds the system PoweringOff sends
+// ForceOff rather than wait. PoweringOff may be the operating system's own
+// shutdown, which can hang for minutes or for ever (stuck unmounting the
+// shared storage): a fence does not wait on it. Only ForceOff, never the
+// power button (a press there would do who knows what); a BMC that
+// refuses it during the transition leaves the wait (reset re-reads), and
+// one whose PoweringOff was a hard off already just goes on.
+func (s *session) cutShutdown(ctx context.Context, si *systemInfo, want schemas.PowerState) bool {
+	if want != schemas.OffPowerState || si.power != schemas.PoweringOffPowerState {
+		return false
+	}
+	allowed, err := s.allowedResets(ctx, si)
+	if err != nil {
+		return false
+	}
+	rt, err := chooseReset(want, allowed)
+	if err != nil || isToggle(rt) {
+		return false
+	}
+	s.a.log.Info("system reads PoweringOff, which may be a shutdown that hangs: forcing the power off", "system", si.uri)
+	return true
+}
+
 // setPower brings the system to want and confirms it by read-back within
 // power_timeout.
 func (s *session) setPower(ctx context.Context, op string, want schemas.PowerState) error {
@@ -433,7 +456,7 @@ func (s *session) setPower(ctx context.Context, op string, want schemas.PowerSta
 	}
 	deadline := time.Now().Add(a.cfg.powerTimeout)
 	var w wait
-	if !transitional(si.power, want) {
+	if !transitional(si.power, want) || s.cutShutdown(ctx, si, want) {
 		allowed, err := s.allowedResets(ctx, si)
 		if err != nil {
 			return a.classify(op, err, false)

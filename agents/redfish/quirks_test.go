@@ -416,8 +416,10 @@ func TestQuirkNoSessionServiceCommand(t *testing.T) {
 
 // slow-off: PowerState reads PoweringOff for a while after ForceOff. Off
 // returns only once it reads Off; status meanwhile says on; an off that
-// finds it PoweringOff waits and sends nothing; a power_timeout shorter
-// than the transition is an unknown outcome.
+// finds it PoweringOff sends ForceOff again (it cannot tell a hard off's
+// transition from a shutdown that hangs), which the BMC takes without
+// starting over, and waits; a power_timeout shorter than the transition
+// is an unknown outcome.
 func TestQuirkSlowPoweringOff(t *testing.T) {
 	const delay = 1200 * time.Millisecond
 	srv := startSim(t, false, redfishsim.Options{Profile: redfishsim.ProfileSlowOff, PowerOffDelay: delay})
@@ -447,8 +449,8 @@ func TestQuirkSlowPoweringOff(t *testing.T) {
 	if p := srv.PowerState(""); p != "Off" {
 		t.Fatalf("off returned while the BMC reads %s", p)
 	}
-	if got := resetTypes(srv.Sim); !slices.Equal(got, []string{"ForceOff"}) {
-		t.Fatalf("resets %v, want one ForceOff", got)
+	if got := resetTypes(srv.Sim); !slices.Equal(got, []string{"ForceOff", "ForceOff"}) {
+		t.Fatalf("resets %v, want two ForceOff", got)
 	}
 	if err := a.Reboot(ctx); err != nil {
 		t.Fatalf("reboot: %v", err)
@@ -841,4 +843,48 @@ func TestNoSlotRecognised(t *testing.T) {
 			t.Errorf("a refused password is no longer an auth failure: %v", err)
 		}
 	}
+}
+
+// A graceful shutdown that hangs (the operating system stuck unmounting
+// the shared storage, say) reads PoweringOff for ever. A fence does not
+// wait for it: Off sends ForceOff, and returns once the read-back says
+// Off. A BMC that refuses resets while powering off (409) leaves the
+// wait, and the read-back still decides.
+func TestOffCutsAHungShutdown(t *testing.T) {
+	srv := startSim(t, false, redfishsim.Options{})
+	a := newAgent(t, simParams(t, srv, agents.Params{"power_timeout": "5"}))
+	ctx := ctxT(t)
+	if err := srv.SetPowerState("", "PoweringOff"); err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, a, agents.StateOn)
+	start := time.Now()
+	if err := a.Off(ctx); err != nil {
+		t.Fatalf("off during a hung shutdown: %v", err)
+	}
+	if el := time.Since(start); el > 2*time.Second {
+		t.Fatalf("off took %v: it waited for the shutdown", el)
+	}
+	if p := srv.PowerState(""); p != "Off" {
+		t.Fatalf("off returned while the BMC reads %s", p)
+	}
+	if got := resetTypes(srv.Sim); !slices.Equal(got, []string{"ForceOff"}) {
+		t.Fatalf("resets %v, want one ForceOff", got)
+	}
+
+	// The BMC takes no reset while powering off: the off waits for the
+	// shutdown, and a power_timeout that ends first is no success.
+	if err := srv.SetPowerState("", "PoweringOff"); err != nil {
+		t.Fatal(err)
+	}
+	srv.SetFaults(redfishsim.Faults{BusyWhilePoweringOff: true})
+	short := newAgent(t, simParams(t, srv, agents.Params{"power_timeout": "0.5"}))
+	if err := short.Off(ctx); err == nil || !strings.Contains(err.Error(), "PoweringOff") {
+		t.Fatalf("off against a busy BMC during a hung shutdown: %v", err)
+	}
+	go func() { time.Sleep(300 * time.Millisecond); srv.SetPowerState("", "Off") }()
+	if err := a.Off(ctx); err != nil {
+		t.Fatalf("off once the shutdown ends: %v", err)
+	}
+	wantNoSessions(t, srv)
 }

@@ -97,6 +97,10 @@ type Faults struct {
 	// the connection without answering: the client cannot tell whether
 	// its reset arrived.
 	ResetAnswersLost int
+	// BusyWhilePoweringOff refuses ForceOff with 409 while the system
+	// reads PoweringOff, even from a graceful shutdown (a BMC that takes
+	// no reset during a transition).
+	BusyWhilePoweringOff bool
 	// ExpireSessionAfter expires the first session that makes its Nth
 	// authenticated request, just before serving it (one-shot).
 	ExpireSessionAfter int
@@ -132,6 +136,10 @@ type system struct {
 	uri, id string
 	power   string
 	gen     int    // bumped by each reset: a newer reset supersedes older steps
+	// graceful: PoweringOff is the operating system's own shutdown
+	// (GracefulShutdown, or SetPowerState to PoweringOff: one that hangs),
+	// which ForceOff cuts short; a hard off's PoweringOff it does not.
+	graceful bool
 	asset   string // AssetTag once written (PATCH or ConcurrentEdits)
 	edited  bool
 }
@@ -310,6 +318,7 @@ func (s *Sim) SetPowerState(id, state string) error {
 	}
 	sys.gen++
 	sys.power = state
+	sys.graceful = state == "PoweringOff"
 	return nil
 }
 
@@ -945,9 +954,19 @@ func (s *Sim) reset(w http.ResponseWriter, r *http.Request, sysURI string, se *s
 	}
 	var steps []string
 	switch {
+	case rt == "ForceOff" && sys.power == "PoweringOff" && sys.graceful:
+		if s.faults.BusyWhilePoweringOff {
+			s.mu.Unlock()
+			s.writeError(w, http.StatusConflict, "OperationNotAllowed", "Unable to perform the reset because the server is powering off.")
+			return
+		}
+		steps = []string{"Off"} // the power is cut, the shutdown not waited for
 	case slices.Contains(offTypes, rt):
 		if sys.power != "Off" && sys.power != "PoweringOff" {
 			steps = []string{"Off"}
+			if rt == "GracefulShutdown" {
+				steps = []string{"GracefulOff"}
+			}
 		}
 	case slices.Contains(onTypes, rt):
 		if sys.power != "On" && sys.power != "PoweringOn" {
@@ -990,15 +1009,19 @@ func (s *Sim) reset(w http.ResponseWriter, r *http.Request, sysURI string, se *s
 		}
 		s.tasks[id] = t
 	}
-	sys.gen++
-	gen := sys.gen
 	if f.ResetIgnored {
 		steps = nil
 	}
+	// A reset that changes nothing (ForceOff during a hard off's
+	// PoweringOff) leaves the transition under way alone.
+	if steps != nil {
+		sys.gen++
+	}
+	gen := sys.gen
 	inline := s.opts.PowerOffDelay == 0 && s.opts.PowerOnDelay == 0 && !f.ResetNeverCompletes
 	if !inline && steps != nil && !s.closed {
 		// The BMC has taken the command: the transition shows at once.
-		if steps[0] == "Off" {
+		if steps[0] != "On" {
 			sys.power = "PoweringOff"
 		} else {
 			sys.power = "PoweringOn"
@@ -1045,14 +1068,19 @@ func (s *Sim) reset(w http.ResponseWriter, r *http.Request, sysURI string, se *s
 func (s *Sim) runSteps(sys *system, gen int, steps []string, t *task, hang bool) {
 	for _, step := range steps {
 		delay, trans, hook := s.opts.PowerOffDelay, "PoweringOff", s.opts.OnPowerOff
-		if step == "On" {
+		graceful := step == "GracefulOff"
+		switch step {
+		case "On":
 			delay, trans, hook = s.opts.PowerOnDelay, "PoweringOn", s.opts.OnPowerOn
+		case "GracefulOff":
+			step = "Off"
 		}
 		s.mu.Lock()
 		if sys.gen != gen {
 			s.mu.Unlock()
 			return
 		}
+		sys.graceful = graceful
 		if delay > 0 || hang {
 			sys.power = trans
 		}
@@ -1075,7 +1103,7 @@ func (s *Sim) runSteps(sys *system, gen int, steps []string, t *task, hang bool)
 			s.mu.Unlock()
 			return
 		}
-		sys.power = step
+		sys.power, sys.graceful = step, false
 		s.mu.Unlock()
 	}
 	if t != nil {
