@@ -135,13 +135,13 @@ type ResetRecord struct {
 type system struct {
 	uri, id string
 	power   string
-	gen     int    // bumped by each reset: a newer reset supersedes older steps
+	gen     int // bumped by each reset: a newer reset supersedes older steps
 	// graceful: PoweringOff is the operating system's own shutdown
 	// (GracefulShutdown, or SetPowerState to PoweringOff: one that hangs),
 	// which ForceOff cuts short; a hard off's PoweringOff it does not.
 	graceful bool
-	asset   string // AssetTag once written (PATCH or ConcurrentEdits)
-	edited  bool
+	asset    string // AssetTag once written (PATCH or ConcurrentEdits)
+	edited   bool
 }
 
 type session struct {
