@@ -20,6 +20,7 @@ import (
 	"github.com/fenced/fenced/daemon/config"
 	"github.com/fenced/fenced/daemon/driver"
 	"github.com/fenced/fenced/daemon/health"
+	"github.com/fenced/fenced/daemon/logring"
 	"github.com/fenced/fenced/daemon/tenure"
 	"github.com/fenced/fenced/daemon/unfence"
 	"github.com/fenced/fenced/daemon/watchdog"
@@ -50,6 +51,9 @@ type Resource interface {
 // Options are the parts of a Daemon that tests and the demo inject.
 type Options struct {
 	Logger *slog.Logger
+	// LogRing holds the Logger's recent lines, for the diagnostics
+	// bundle when there is no journal (nil: the bundle has no log).
+	LogRing *logring.Ring
 	// Resource runs the storage; nil means no storage is configured.
 	Resource Resource
 	// Registry resolves agents; nil means agents.Default.
