@@ -178,6 +178,9 @@ type lifetime struct {
 	joined     atomic.Int64 // quorum.Mono of joining the cluster; 0 before (lifecycle.go)
 	ready      atomic.Bool  // joined, and sessions opened (lifecycle.go)
 	stallAfter time.Duration
+
+	// reportMu: one diagnostics part built at a time (report.go).
+	reportMu sync.Mutex
 }
 
 // New opens every subsystem: the raft log and transport, gossip, the API
