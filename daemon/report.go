@@ -62,9 +62,14 @@ type reportFile struct {
 	data []byte
 }
 
-// reportRequest is the body of fwdReport.
+// reportRequest is the body of fwdReport, reportReply its answer
+// (forwarded bodies are JSON: the part goes in base64).
 type reportRequest struct {
 	Since time.Time `json:"since"`
+}
+
+type reportReply struct {
+	Part []byte `json:"part"`
 }
 
 // answerReport builds this node's part for another node's bundle.
@@ -73,7 +78,11 @@ func (d *Daemon) answerReport(ctx context.Context, from string, body []byte) ([]
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, fmt.Errorf("report request from %s: %w", from, err)
 	}
-	return d.reportPart(ctx, req.Since)
+	part, err := d.reportPart(ctx, req.Since)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(reportReply{Part: part})
 }
 
 // reportPart builds this node's part of a bundle: its files, scrubbed of
@@ -562,6 +571,14 @@ func (d *Daemon) collectReport(ctx context.Context, since time.Time) []nodePart 
 	nodes := d.cfg.Nodes
 	out := make([]nodePart, len(nodes))
 	body, _ := json.Marshal(reportRequest{Since: since})
+	gossip := map[string]string{}
+	for _, m := range d.members.Members() {
+		g := m.State
+		if !m.Contact.IsZero() {
+			g += fmt.Sprintf(", last heard %v ago", time.Since(m.Contact).Round(100*time.Millisecond))
+		}
+		gossip[m.Name] = g
+	}
 	var wg sync.WaitGroup
 	for i, n := range nodes {
 		wg.Go(func() {
@@ -572,13 +589,23 @@ func (d *Daemon) collectReport(ctx context.Context, since time.Time) []nodePart 
 			if n.Name == d.self {
 				data, np.err = d.reportPart(ctx, since)
 			} else {
-				data, np.err = d.members.Call(ctx, n.Name, fwdReport, body)
+				var out []byte
+				if out, np.err = d.members.Call(ctx, n.Name, fwdReport, body); np.err == nil {
+					var r reportReply
+					if np.err = json.Unmarshal(out, &r); np.err != nil {
+						np.err = fmt.Errorf("report of %s: undecodable answer: %w", n.Name, np.err)
+					}
+					data = r.Part
+				}
 			}
 			if np.err == nil {
 				np.files, np.part, np.err = unpackPart(data)
 			}
 			if np.err != nil && ctx.Err() != nil {
 				np.err = fmt.Errorf("no answer within %v: %w", reportNodeTimeout, np.err)
+			}
+			if np.err != nil && n.Name != d.self {
+				np.err = fmt.Errorf("%w (gossip: %s)", np.err, gossip[n.Name])
 			}
 			out[i] = np
 		})
