@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -105,6 +106,23 @@ func TestReportBundle(t *testing.T) {
 	if !strings.Contains(string(out), stopped.Name+" ") || !strings.Contains(string(out), "unreachable: ") ||
 		!strings.Contains(string(out), "wrote "+bundle) || !strings.Contains(string(out), "2 of 3 nodes") {
 		t.Errorf("fencectl's summary does not name the unreachable node and the file:\n%s", out)
+	}
+
+	// To stdout: the same archive, the summary on stderr.
+	cmd = exec.Command(fencectl, "-s", asked.Socket, "report", "-o", "-")
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("fencectl report -o -: %v\n%s", err, stderr.String())
+	}
+	if zr, err := gzip.NewReader(strings.NewReader(stdout.String())); err != nil || !strings.Contains(stderr.String(), "wrote stdout") {
+		t.Errorf("report -o -: stdout not a gzip archive (%v) or no summary on stderr: %q", err, stderr.String())
+	} else if _, err := io.Copy(io.Discard, zr); err != nil {
+		t.Errorf("report -o -: %v", err)
+	}
+	// A period the daemon cannot read is refused before anything is sent.
+	if _, err := cl.Get(ctxT(t, 10*time.Second), "/v1/report", url.Values{"since": {"yesterday"}}); err == nil || !strings.Contains(err.Error(), `since "yesterday"`) {
+		t.Errorf("since=yesterday: %v", err)
 	}
 
 	files := untar(t, bundle)
