@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -11,12 +12,16 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fenced/fenced/daemon/api"
 	"github.com/fenced/fenced/daemon/config"
+	"github.com/fenced/fenced/daemon/logring"
 )
 
 // The secrets a part is scrubbed of: inline values, the contents of the
@@ -260,5 +265,58 @@ func TestTailBuffer(t *testing.T) {
 	small.Write([]byte("a\nb\n"))
 	if string(small.Bytes()) != "a\nb\n" || small.cut {
 		t.Errorf("%q", small.Bytes())
+	}
+}
+
+// Under a journal the log is journalctl's for the daemon's unit and the
+// period; when journalctl fails or has nothing, the daemon's ring, said in
+// a note.
+func TestReportLogSource(t *testing.T) {
+	bin := t.TempDir()
+	argsFile := filepath.Join(bin, "args")
+	script := func(body string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(bin, "journalctl"), []byte("#!/bin/sh\necho \"$@\" > "+argsFile+"\n"+body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("PATH", bin)
+	ring := logring.New(0)
+	slog.New(ring.Handler(nil)).Info("from the ring")
+	d := &Daemon{opts: Options{LogRing: ring}}
+	since := time.Unix(1796292000, 0)
+
+	t.Setenv("JOURNAL_STREAM", "8:1234")
+	script("echo '2026-12-03T10:00:00+0000 host fenced[1]: level=INFO msg=\"from the journal\"'\n")
+	text, source, notes := d.reportLog(context.Background(), since)
+	args, _ := os.ReadFile(argsFile)
+	if source != api.LogJournal || !strings.Contains(string(text), "from the journal") || len(notes) != 0 ||
+		!strings.HasPrefix(string(args), "--unit ") || !strings.Contains(string(args), " --since @1796292000 --output short-iso") {
+		t.Errorf("journal: %s %q %q, args %q", source, text, notes, args)
+	}
+
+	script("echo 'Failed to open journal' >&2; exit 1\n")
+	text, source, notes = d.reportLog(context.Background(), since)
+	if source != api.LogMemory || !strings.Contains(string(text), "from the ring") || len(notes) != 1 || !strings.Contains(notes[0], "Failed to open journal") {
+		t.Errorf("journalctl failing: %s %q %q", source, text, notes)
+	}
+
+	script("exit 0\n")
+	if _, source, notes = d.reportLog(context.Background(), since); source != api.LogMemory || len(notes) != 1 || !strings.Contains(notes[0], "no line") {
+		t.Errorf("empty journal: %s %q", source, notes)
+	}
+
+	t.Setenv("JOURNAL_STREAM", "")
+	os.Remove(argsFile)
+	if _, source, _ = d.reportLog(context.Background(), since); source != api.LogMemory {
+		t.Errorf("no journal: %s", source)
+	}
+	if _, err := os.Stat(argsFile); err == nil {
+		t.Error("journalctl run without a journal")
+	}
+
+	d.opts.LogRing = nil
+	if text, source, notes = d.reportLog(context.Background(), since); source != api.LogNone || len(text) != 0 || len(notes) != 1 {
+		t.Errorf("no ring: %s %q %q", source, text, notes)
 	}
 }
