@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
 	"gopkg.in/yaml.v3"
 
 	"github.com/fenced/fenced/daemon/api"
@@ -147,6 +148,13 @@ func TestReportBundle(t *testing.T) {
 		}
 	}
 
+	// The JSON documents are those docs/schema publishes.
+	checkDocSchema(t, "report-index.json", top+"/index.json", files)
+	for name := range files {
+		if doc, ok := map[string]string{"part.json": "report-part.json", "status.json": "status.json", "history.json": "history.json", "devices.json": "devices.json"}[filepath.Base(name)]; ok {
+			checkDocSchema(t, doc, name, files)
+		}
+	}
 	var ix api.ReportIndexDoc
 	mustJSON(t, files, top+"/index.json", &ix)
 	if ix.Cluster != "dev" || ix.CollectedBy != asked.Name || len(ix.Nodes) != 3 {
@@ -266,6 +274,29 @@ func checkNodePart(t *testing.T, files map[string]string, d, node, stopped strin
 	mustJSON(t, files, d+"part.json", &part)
 	if part.Node != node || part.LogSource != api.LogMemory {
 		t.Errorf("%s: part.json: %+v", node, part)
+	}
+}
+
+// checkDocSchema validates the bundle's file name against docs/schema/schema.
+func checkDocSchema(t *testing.T, schema, name string, files map[string]string) {
+	t.Helper()
+	abs, err := filepath.Abs(filepath.Join("../docs/schema", schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	c.AssertFormat()
+	sch, err := c.Compile(abs)
+	if err != nil {
+		t.Fatalf("schema %s: %v", schema, err)
+	}
+	v, err := jsonschema.UnmarshalJSON(strings.NewReader(files[name]))
+	if err != nil {
+		t.Errorf("%s: %v", name, err)
+		return
+	}
+	if err := sch.Validate(v); err != nil {
+		t.Errorf("%s does not match docs/schema/%s: %v", name, schema, err)
 	}
 }
 
