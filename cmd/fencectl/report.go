@@ -89,9 +89,12 @@ func (a *app) report(ctx context.Context, since, file string) error {
 	// once it is whole: an interrupted report leaves no half archive.
 	var dst io.Writer = a.out
 	var tmp *os.File
+	into := "" // -o names a directory: the default name in it
 	if file != "-" {
 		dir := "."
-		if file != "" {
+		if fi, err := os.Stat(file); file != "" && err == nil && fi.IsDir() {
+			dir, into, file = file, file, ""
+		} else if file != "" {
 			dir = filepath.Dir(file)
 		}
 		if tmp, err = os.CreateTemp(dir, ".fenced-report-*.tmp"); err != nil {
@@ -106,7 +109,7 @@ func (a *app) report(ctx context.Context, since, file string) error {
 		dst = tmp
 	}
 	cw := &countWriter{w: dst}
-	top, ix, err := readBundle(io.TeeReader(body, cw))
+	top, ix, err := readBundle(io.TeeReader(&capReader{r: body, n: reportArchiveMax}, cw))
 	if err != nil {
 		if cerr := a.callError(ctx, err); ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
 			return cerr
@@ -117,7 +120,7 @@ func (a *app) report(ctx context.Context, since, file string) error {
 	if tmp != nil {
 		name = file
 		if name == "" {
-			name = top + ".tar.gz"
+			name = filepath.Join(into, top+".tar.gz")
 		}
 		if err := tmp.Close(); err != nil {
 			return &exitError{code: exitFailure, err: fmt.Errorf("report: %s: %w", name, err)}
@@ -205,6 +208,28 @@ func sizeText(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d bytes", n)
+}
+
+// reportArchiveMax bounds the archive fencectl writes (a daemon's parts
+// are 2 MiB each): a broken answer must not fill the disk.
+const reportArchiveMax = 1 << 30
+
+// capReader fails once more than n bytes were read.
+type capReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *capReader) Read(p []byte) (int, error) {
+	if c.n <= 0 {
+		return 0, fmt.Errorf("archive over %d MiB", reportArchiveMax>>20)
+	}
+	if int64(len(p)) > c.n {
+		p = p[:c.n]
+	}
+	n, err := c.r.Read(p)
+	c.n -= int64(n)
+	return n, err
 }
 
 // countWriter counts what passes through it.
