@@ -100,6 +100,8 @@ type Daemon struct {
 	fence fenceSide // fencing others: engine, device checks, unfencing
 	srv   servers   // the API socket and the metrics endpoint
 	life  lifetime  // start, hard stop and the tasks that end with it
+
+	reportMu sync.Mutex // one diagnostics part built at a time (report.go)
 }
 
 // confState is the configuration as it changes at run time (reload.go,
@@ -178,9 +180,6 @@ type lifetime struct {
 	joined     atomic.Int64 // quorum.Mono of joining the cluster; 0 before (lifecycle.go)
 	ready      atomic.Bool  // joined, and sessions opened (lifecycle.go)
 	stallAfter time.Duration
-
-	// reportMu: one diagnostics part built at a time (report.go).
-	reportMu sync.Mutex
 }
 
 // New opens every subsystem: the raft log and transport, gossip, the API

@@ -90,8 +90,8 @@ func (d *Daemon) answerReport(ctx context.Context, from string, body []byte) ([]
 func (d *Daemon) reportPart(ctx context.Context, since time.Time) ([]byte, error) {
 	// One part at a time: each holds a few MiB and a gzip's worth of
 	// CPU, and this machine's work is fencing.
-	d.life.reportMu.Lock()
-	defer d.life.reportMu.Unlock()
+	d.reportMu.Lock()
+	defer d.reportMu.Unlock()
 	files, part := d.reportFiles(ctx, since)
 	secrets := reportSecrets(os.ReadFile, d.reportConfigs()...)
 	for i := range files {
