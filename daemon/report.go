@@ -92,8 +92,11 @@ func (d *Daemon) reportPart(ctx context.Context, since time.Time) ([]byte, error
 	// CPU, and this machine's work is fencing.
 	d.reportMu.Lock()
 	defer d.reportMu.Unlock()
-	files, part := d.reportFiles(ctx, since)
-	secrets := reportSecrets(os.ReadFile, d.reportConfigs()...)
+	// The file is read once: what is redacted and scrubbed is what is
+	// shown, even if it is being edited.
+	file, fileErr := os.ReadFile(d.cfg.File())
+	files, part := d.reportFiles(ctx, since, file, fileErr)
+	secrets := reportSecrets(os.ReadFile, d.reportConfigs(file)...)
 	for i := range files {
 		files[i].data = scrubSecrets(files[i].data, secrets)
 	}
@@ -105,21 +108,19 @@ func (d *Daemon) reportPart(ctx context.Context, since time.Time) ([]byte, error
 
 // reportConfigs are the configurations whose secrets are scrubbed from a
 // part: the one the daemon started with, the running one (a reload may
-// have brought new secrets), and the file as it is now (edited, maybe not
-// reloaded yet).
-func (d *Daemon) reportConfigs() []*config.Config {
+// have brought new secrets), and the file as it is now (file: edited,
+// maybe not reloaded yet).
+func (d *Daemon) reportConfigs(file []byte) []*config.Config {
 	cfgs := []*config.Config{d.cfg, d.config()}
-	if data, err := os.ReadFile(d.cfg.File()); err == nil {
-		if c, err := config.Parse(data, d.cfg.File()); err == nil {
-			cfgs = append(cfgs, c)
-		}
+	if c, err := config.Parse(file, d.cfg.File()); err == nil {
+		cfgs = append(cfgs, c)
 	}
 	return cfgs
 }
 
 // reportFiles gathers this node's views for a bundle. What cannot be had
 // is left out, with a note saying why.
-func (d *Daemon) reportFiles(ctx context.Context, since time.Time) ([]reportFile, api.ReportPart) {
+func (d *Daemon) reportFiles(ctx context.Context, since time.Time, file []byte, fileErr error) ([]reportFile, api.ReportPart) {
 	part := api.ReportPart{SchemaVersion: SchemaVersion, Node: d.self, Generated: time.Now().UTC(), Since: since.UTC()}
 	var files []reportFile
 	addJSON := func(name string, v any) {
@@ -134,13 +135,13 @@ func (d *Daemon) reportFiles(ctx context.Context, since time.Time) ([]reportFile
 	// The configuration: the file the daemon was started with, every
 	// secret parameter redacted. A file that is not YAML any more is
 	// left out: its secrets could not be found in it.
-	file := d.cfg.File()
-	if data, err := os.ReadFile(file); err != nil {
-		part.Notes = append(part.Notes, fmt.Sprintf("%s left out: reading %s: %v", api.ReportConfig, file, err))
-	} else if red, err := config.RedactYAML(data); err != nil {
-		part.Notes = append(part.Notes, fmt.Sprintf("%s left out: %s does not parse now, so its secrets cannot be redacted: %v", api.ReportConfig, file, err))
+	path := d.cfg.File()
+	if fileErr != nil {
+		part.Notes = append(part.Notes, fmt.Sprintf("%s left out: %v", api.ReportConfig, fileErr))
+	} else if red, err := config.RedactYAML(file); err != nil {
+		part.Notes = append(part.Notes, fmt.Sprintf("%s left out: %s does not parse now, so its secrets cannot be redacted: %v", api.ReportConfig, path, err))
 	} else {
-		files = append(files, reportFile{api.ReportConfig, append([]byte("# "+file+", secrets redacted\n"), red...)})
+		files = append(files, reportFile{api.ReportConfig, append([]byte("# "+path+", secrets redacted\n"), red...)})
 	}
 
 	addJSON(api.ReportStatus, d.StatusNow())
@@ -760,6 +761,13 @@ func (d *Daemon) reportRoutes(mux *http.ServeMux) {
 		}
 		parts := d.collectReport(r.Context(), since)
 		ix := reportIndex(d.cfg.Cluster.Name, d.self, now, since, parts)
+		// Each part was scrubbed by its node; why a node is missing is
+		// this node's text, scrubbed here.
+		file, _ := os.ReadFile(d.cfg.File())
+		secrets := reportSecrets(os.ReadFile, d.reportConfigs(file)...)
+		for i := range ix.Nodes {
+			ix.Nodes[i].Unreachable = string(scrubSecrets([]byte(ix.Nodes[i].Unreachable), secrets))
+		}
 		dir := reportDir(d.cfg.Cluster.Name, now)
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(apiWriteTimeout))
 		w.Header().Set("Content-Type", "application/gzip")
