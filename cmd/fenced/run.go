@@ -46,6 +46,10 @@ restart (the node list or addresses, timing, storage and resources, paths, the
 cluster key, metrics.listen), is refused with its problems logged, and the
 running configuration stays in force.
 
+The daemon logs key=value lines to stderr (the journal, under systemd) and
+keeps its newest 1 MiB of them in memory: fencectl report takes the journal's
+lines when there is one, else those.
+
 The daemon runs its Go code on one processor (GOMAXPROCS=1) unless the
 GOMAXPROCS environment variable says otherwise.`,
 		Args: cobra.NoArgs,
