@@ -22,6 +22,7 @@ import (
 	"github.com/fenced/fenced/daemon/api"
 	"github.com/fenced/fenced/daemon/config"
 	"github.com/fenced/fenced/daemon/logring"
+	"github.com/fenced/fenced/quorum"
 )
 
 // The secrets a part is scrubbed of: inline values, the contents of the
@@ -319,4 +320,20 @@ func TestReportLogSource(t *testing.T) {
 	if text, source, notes = d.reportLog(context.Background(), since); source != api.LogNone || len(text) != 0 || len(notes) != 1 {
 		t.Errorf("no ring: %s %q %q", source, text, notes)
 	}
+}
+
+// A part at its bound, as incompressible as it can be, still fits the
+// reply of a forwarded call (base64 in JSON, and the call's envelope).
+func TestReportPartFitsGossip(t *testing.T) {
+	part := make([]byte, reportPartMax)
+	rand.Read(part)
+	reply, err := json.Marshal(reportReply{Part: part})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The envelope: id, from, the reply flag, a node name.
+	if env := 256; len(reply)+env > quorum.MaxMessage {
+		t.Fatalf("a %d-byte part makes a %d-byte reply: over the gossip message limit %d", reportPartMax, len(reply)+env, quorum.MaxMessage)
+	}
+	t.Logf("reply of a full part: %d bytes of %d", len(reply), quorum.MaxMessage)
 }
