@@ -327,6 +327,7 @@ func (d *Daemon) apiHandler() http.Handler {
 	d.adminRoutes(mux)
 	d.configRoutes(mux)
 	d.resourceRoutes(mux)
+	d.reportRoutes(mux)
 	// Profiles for diagnosing a slow or busy daemon, on the local socket only.
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)

@@ -20,6 +20,7 @@ import (
 	"github.com/fenced/fenced/daemon/config"
 	"github.com/fenced/fenced/daemon/driver"
 	"github.com/fenced/fenced/daemon/health"
+	"github.com/fenced/fenced/daemon/logring"
 	"github.com/fenced/fenced/daemon/tenure"
 	"github.com/fenced/fenced/daemon/unfence"
 	"github.com/fenced/fenced/daemon/watchdog"
@@ -50,6 +51,9 @@ type Resource interface {
 // Options are the parts of a Daemon that tests and the demo inject.
 type Options struct {
 	Logger *slog.Logger
+	// LogRing holds the Logger's recent lines, for the diagnostics
+	// bundle when there is no journal (nil: the bundle has no log).
+	LogRing *logring.Ring
 	// Resource runs the storage; nil means no storage is configured.
 	Resource Resource
 	// Registry resolves agents; nil means agents.Default.
@@ -96,6 +100,8 @@ type Daemon struct {
 	fence fenceSide // fencing others: engine, device checks, unfencing
 	srv   servers   // the API socket and the metrics endpoint
 	life  lifetime  // start, hard stop and the tasks that end with it
+
+	reportMu sync.Mutex // one diagnostics part built at a time (report.go)
 }
 
 // confState is the configuration as it changes at run time (reload.go,

@@ -65,6 +65,8 @@ func (d *Daemon) forwarded(ctx context.Context, from, method string, body []byte
 		return d.answerFenceRun(ctx, from, body)
 	case fwdConfigKeys:
 		return d.answerConfigKeys()
+	case fwdReport:
+		return d.answerReport(ctx, from, body)
 	case fwdConfigAccept:
 		req, err := api.DecodeAdminRequest(body)
 		if err != nil {

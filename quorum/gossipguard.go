@@ -55,6 +55,10 @@ const (
 	gossipLabelMsg   = 244
 )
 
+// MaxMessage is the largest request or reply Call carries, its JSON
+// envelope included (a larger one is refused with an error saying so).
+const MaxMessage = maxRPCMessage
+
 var (
 	// gossipAdmit caps the gossip streams from outside the cluster's
 	// addresses (see admitLimits). memberlist closes a stream when it has

@@ -138,7 +138,7 @@ failed. The schemas are published in fenced's source, docs/schema/.
 
 --timeout bounds the wait for the daemon's answer. By default: 30s for
 status, history, device list and version; 2m for device status; 1m for
-standby, transfer, reload and config accept; 11m for fence, unfence and confirm (the daemon bounds
+standby, transfer, reload and config accept; 1m30s for report; 11m for fence, unfence and confirm (the daemon bounds
 those at 10m, so its answer comes first). When it expires, the request may
 still be running in the cluster: check ` + "`fencectl history`" + `.
 
@@ -199,7 +199,12 @@ func (a *app) call(ctx context.Context, method, path string, query url.Values, b
 	defer c.Close()
 	rctx, cancel := context.WithTimeout(ctx, a.reqTimeout)
 	defer cancel()
-	err := c.Do(rctx, method, path, query, body, out)
+	return a.callError(ctx, c.Do(rctx, method, path, query, body, out))
+}
+
+// callError maps a failed request to fencectl's exit codes (nil: nil); ctx
+// is the command's, whose end means an interrupt.
+func (a *app) callError(ctx context.Context, err error) error {
 	var ae *apiclient.APIError
 	switch {
 	case err == nil:

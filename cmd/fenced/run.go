@@ -15,6 +15,7 @@ import (
 	"github.com/fenced/fenced/agents"
 	"github.com/fenced/fenced/daemon"
 	"github.com/fenced/fenced/daemon/config"
+	"github.com/fenced/fenced/daemon/logring"
 	"github.com/fenced/fenced/quorum"
 )
 
@@ -45,11 +46,15 @@ restart (the node list or addresses, timing, storage and resources, paths, the
 cluster key, metrics.listen), is refused with its problems logged, and the
 running configuration stays in force.
 
+The daemon logs key=value lines to stderr (the journal, under systemd) and
+keeps its newest 1 MiB of them in memory: fencectl report takes the journal's
+lines when there is one, else those.
+
 The daemon runs its Go code on one processor (GOMAXPROCS=1) unless the
 GOMAXPROCS environment variable says otherwise.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := newLogger(s, level)
+			log, ring, err := newLogger(s, level)
 			if err != nil {
 				return &exitError{exitUsage, err}
 			}
@@ -62,7 +67,7 @@ GOMAXPROCS environment variable says otherwise.`,
 			for _, w := range daemon.Warnings(cfg, agents.Default) {
 				log.Warn("configuration", "warning", w.String())
 			}
-			d, err := daemon.New(cfg, daemon.Options{Logger: log, Notify: systemdNotifier(log), WatchdogInterval: watchdogInterval()})
+			d, err := daemon.New(cfg, daemon.Options{Logger: log, LogRing: ring, Notify: systemdNotifier(log), WatchdogInterval: watchdogInterval()})
 			if err != nil {
 				return &exitError{exitStartup, err}
 			}
@@ -215,13 +220,17 @@ Exit status 0 when valid, 3 when not.`,
 }
 
 // newLogger logs key=value lines to stderr; under journald (JOURNAL_STREAM
-// set) without timestamps, since the journal adds its own.
-func newLogger(s *stdio, level string) (*slog.Logger, error) {
+// set) without timestamps, since the journal adds its own. The same lines,
+// with their time, go to a ring in memory too: the diagnostics bundle's
+// log when there is no journal to ask.
+func newLogger(s *stdio, level string) (*slog.Logger, *logring.Ring, error) {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+		return nil, nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
 	}
 	opts := &slog.HandlerOptions{Level: lvl}
+	ring := logring.New(logring.DefaultSize)
+	ringOpts := *opts
 	if os.Getenv("JOURNAL_STREAM") != "" {
 		opts.ReplaceAttr = func(groups []string, a slog.Attr) slog.Attr {
 			if len(groups) == 0 && a.Key == slog.TimeKey {
@@ -230,5 +239,5 @@ func newLogger(s *stdio, level string) (*slog.Logger, error) {
 			return a
 		}
 	}
-	return slog.New(slog.NewTextHandler(s.err, opts)), nil
+	return slog.New(slog.NewMultiHandler(slog.NewTextHandler(s.err, opts), ring.Handler(&ringOpts))), ring, nil
 }

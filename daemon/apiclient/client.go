@@ -60,11 +60,50 @@ func (c *Client) Close() { c.hc.CloseIdleConnections() }
 // Do performs one request; body (if any) is sent as JSON and the answer
 // decoded into out (if not nil).
 func (c *Client) Do(ctx context.Context, method, path string, query url.Values, body, out any) error {
+	resp, err := c.send(ctx, method, path, query, body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		return apiError(method, path, resp, data)
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("%s %s: undecodable answer: %w", method, path, err)
+		}
+	}
+	return nil
+}
+
+// Get performs a GET whose answer is not JSON (the diagnostics bundle)
+// and returns its body to be read and closed by the caller; a failure is
+// an error as Do's.
+func (c *Client) Get(ctx context.Context, path string, query url.Values) (io.ReadCloser, error) {
+	resp, err := c.send(ctx, "GET", path, query, nil)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return nil, apiError("GET", path, resp, data)
+	}
+	return resp.Body, nil
+}
+
+// send sends one request; a socket that cannot be opened is ErrNotRunning
+// or ErrPermission.
+func (c *Client) send(ctx context.Context, method, path string, query url.Values, body any) (*http.Response, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		rd = bytes.NewReader(b)
 	}
@@ -74,7 +113,7 @@ func (c *Client) Do(ctx context.Context, method, path string, query url.Values, 
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -84,30 +123,23 @@ func (c *Client) Do(ctx context.Context, method, path string, query url.Values, 
 		var ne *net.OpError
 		if errors.As(err, &ne) && ne.Op == "dial" {
 			if errors.Is(err, fs.ErrPermission) {
-				return fmt.Errorf("%w on %s: %s", ErrPermission, c.Socket, accessHint(c.Socket))
+				return nil, fmt.Errorf("%w on %s: %s", ErrPermission, c.Socket, accessHint(c.Socket))
 			}
-			return fmt.Errorf("%w (cannot connect to %s: %v)", ErrNotRunning, c.Socket, errors.Unwrap(ne.Err))
+			return nil, fmt.Errorf("%w (cannot connect to %s: %v)", ErrNotRunning, c.Socket, errors.Unwrap(ne.Err))
 		}
-		return err
+		return nil, err
 	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return err
+	return resp, nil
+}
+
+// apiError is a non-2xx answer's error: the daemon's JSON error, or the
+// status line.
+func apiError(method, path string, resp *http.Response, data []byte) error {
+	e := &APIError{Status: resp.StatusCode}
+	if json.Unmarshal(data, e) != nil || e.Msg == "" {
+		e.Msg = fmt.Sprintf("%s %s: %s", method, path, resp.Status)
 	}
-	if resp.StatusCode/100 != 2 {
-		e := &APIError{Status: resp.StatusCode}
-		if json.Unmarshal(data, e) != nil || e.Msg == "" {
-			e.Msg = fmt.Sprintf("%s %s: %s", method, path, resp.Status)
-		}
-		return e
-	}
-	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			return fmt.Errorf("%s %s: undecodable answer: %w", method, path, err)
-		}
-	}
-	return nil
+	return e
 }
 
 // accessHint says who may open the socket at path: root, and the members of
