@@ -56,10 +56,12 @@ func hasRaftData(dir string) bool {
 // joinRecovered is, for a node without raft data, the incarnation of a
 // recovered voting set seen in gossip ("" for none: bootstrap the
 // configured one), and the node that advertised it.
-func joinRecovered(cfg *config.Config, log *slog.Logger) (inc, from string, err error) {
+func joinRecovered(cfg *config.Config) (inc, from string, err error) {
 	peers := peersOf(cfg)
 	heard := map[string]bool{}
-	ms, err := surveyMembers(cfg, peers, joinSurvey, "joining", log, func(ms []quorum.Member) bool {
+	// The survey's own gossip events are not logged: it is a look before
+	// the start, whose outcome is logged by the caller.
+	ms, err := surveyMembers(cfg, peers, joinSurvey, "joining", slog.New(slog.DiscardHandler), func(ms []quorum.Member) bool {
 		for _, mb := range ms {
 			if mb.Name != cfg.Node && (mb.State == "alive" || mb.State == "suspect") {
 				heard[mb.Name] = true
@@ -196,7 +198,7 @@ func (d *Daemon) openIncarnation(cfg *config.Config, ro *quorum.RaftOptions) err
 		return err
 	}
 	if inc == "" && !hasRaftData(cfg.DataDir) {
-		seen, from, err := joinRecovered(cfg, d.log)
+		seen, from, err := joinRecovered(cfg)
 		if err != nil {
 			return err
 		}
