@@ -56,12 +56,13 @@ func hasRaftData(dir string) bool {
 // joinRecovered is, for a node without raft data, the incarnation of a
 // recovered voting set seen in gossip ("" for none: bootstrap the
 // configured one), and the node that advertised it.
-func joinRecovered(cfg *config.Config) (inc, from string, err error) {
+func joinRecovered(cfg *config.Config, tick func()) (inc, from string, err error) {
 	peers := peersOf(cfg)
 	heard := map[string]bool{}
 	// The survey's own gossip events are not logged: it is a look before
 	// the start, whose outcome is logged by the caller.
 	ms, err := surveyMembers(cfg, peers, joinSurvey, "joining", slog.New(slog.DiscardHandler), func(ms []quorum.Member) bool {
+		tick()
 		for _, mb := range ms {
 			if mb.Name != cfg.Node && (mb.State == "alive" || mb.State == "suspect") {
 				heard[mb.Name] = true
@@ -198,7 +199,16 @@ func (d *Daemon) openIncarnation(cfg *config.Config, ro *quorum.RaftOptions) err
 		return err
 	}
 	if inc == "" && !hasRaftData(cfg.DataDir) {
-		seen, from, err := joinRecovered(cfg)
+		// The survey takes up to joinSurvey: the service manager hears
+		// the node is joining, and its watchdog is fed meanwhile.
+		d.notify("STATUS=joining: looking in gossip for a recovered voting set")
+		var fed time.Time
+		seen, from, err := joinRecovered(cfg, func() {
+			if w := d.opts.WatchdogInterval; w > 0 && time.Since(fed) >= w/4 {
+				fed = time.Now()
+				d.notify("WATCHDOG=1")
+			}
+		})
 		if err != nil {
 			return err
 		}
