@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -536,6 +537,58 @@ func (d *Daemon) successor() (to string, any bool) {
 		voters[i] = n.Name
 	}
 	return quorum.Successor(quorum.RankOrder(voters, d.self, mayNot), mayNot, func(n string) bool { return alive[n] }, silent)
+}
+
+// transferRefusal is why an admin's transfer to `to` ("" = any node)
+// cannot move the group now, nil if it can. It is refused up front: a
+// transfer goes by a release here, and with no node able to take over
+// the group would only be stopped and started again on this node.
+func (d *Daemon) transferRefusal(to string) error {
+	cfg := d.config()
+	standby := d.raft.FSM().Holders().Standby
+	members := d.members.Members()
+	why := func(n string) string {
+		nd, _ := cfg.NodeByName(n)
+		switch {
+		case nd.Witness():
+			return "a witness"
+		case standby[n]:
+			return "in standby"
+		}
+		for _, m := range members {
+			if m.Name != n {
+				continue
+			}
+			switch {
+			case m.State == "dead" || m.State == "left":
+				return "not reachable (gossip: " + m.State + ")"
+			case m.Meta.Ineligible:
+				return "not eligible (its status says why)"
+			}
+			return ""
+		}
+		return "not reachable (not in gossip)"
+	}
+	if to != "" {
+		// A named node that is merely not eligible is handed leadership
+		// all the same: it hands it on (eligibility can come back).
+		if w := why(to); w != "" && !strings.HasPrefix(w, "not eligible") {
+			return &userError{fmt.Errorf("%s cannot take the group: it is %s", to, w)}
+		}
+		return nil
+	}
+	var reasons []string
+	for _, n := range cfg.Nodes {
+		if n.Name == d.self {
+			continue
+		}
+		w := why(n.Name)
+		if w == "" {
+			return nil
+		}
+		reasons = append(reasons, n.Name+" is "+w)
+	}
+	return &userError{fmt.Errorf("no other node may take the group now (%s): it stays on %s", strings.Join(reasons, ", "), d.self)}
 }
 
 func (d *Daemon) commitTimeout() time.Duration { return d.cfg.Timing.Lease.D() }

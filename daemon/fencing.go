@@ -211,6 +211,9 @@ func (d *Daemon) adminLocal(ctx context.Context, method string, req AdminRequest
 		if req.Node != "" && d.raft.FSM().State().Standby[req.Node] {
 			return nil, &userError{fmt.Errorf("%s is in standby", req.Node)}
 		}
+		if err := d.transferRefusal(req.Node); err != nil {
+			return nil, err
+		}
 		d.handOff(req.Node)
 		return json.Marshal(map[string]any{"from": d.self, "to": req.Node})
 	}

@@ -103,6 +103,22 @@ func TestTransferAndStandby(t *testing.T) {
 	if err := cl.Do(ctxT(t, 10*time.Second), "POST", "/v1/transfer", nil, daemon.AdminRequest{Node: q.Name}, nil); err == nil {
 		t.Error("transfer to a standby node accepted")
 	}
+	// With every other node in standby, a transfer to any node is refused
+	// up front, and the group stays where it runs, at its epoch: no
+	// release and take-back.
+	third := c.Nodes[3-r.Index-q.Index]
+	if err := cl.Do(ctxT(t, 10*time.Second), "POST", "/v1/standby", nil, daemon.AdminRequest{Node: third.Name, Flag: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	err = cl.Do(ctxT(t, 10*time.Second), "POST", "/v1/transfer", nil, daemon.AdminRequest{}, nil)
+	if err == nil || !strings.Contains(err.Error(), "no other node may take the group") {
+		t.Fatalf("transfer with every other node in standby: %v", err)
+	}
+	time.Sleep(2 * time.Second)
+	if p, e, err := c.Primary(ctxT(t, 5*time.Second)); err != nil || p != r || e != e3 {
+		t.Fatalf("after a refused transfer: primary %v epoch %d (was %s at %d): %v", p, e, r.Name, e3, err)
+	}
+	waitWrites(t, c, r.Name, e3, 10*time.Second)
 	noFences(t, r)
 }
 
