@@ -55,6 +55,10 @@ type RaftOptions struct {
 	// Cluster is the cluster's name; it is part of the TLS trust root, so
 	// two clusters sharing a key still cannot talk.
 	Cluster string
+
+	// supports replaces ClusterVersionMax in this node's certificate
+	// (tests: a node of an older version); 0 = ClusterVersionMax.
+	supports int
 }
 
 // Raft is the node's consensus engine with fenced's state machine.
@@ -183,12 +187,17 @@ func OpenRaft(o RaftOptions) (*Raft, error) {
 					trust += " incarnation " + inc
 				}
 			}
-			conf, cerr := clusterTLS(o.Key, trust, o.Self)
+			supports := ClusterVersionMax
+			if o.supports > 0 {
+				supports = o.supports
+			}
+			conf, cerr := clusterTLSSupporting(o.Key, trust, o.Self, supports)
 			if cerr != nil {
 				closeAll()
 				return nil, cerr
 			}
-			stream, err = newTLSStream(self.Raft, addr, conf, streamGuard{Known: knownAddrs(o.Peers, func(p Peer) string { return p.Raft }), Log: log})
+			stream, err = newTLSStream(self.Raft, addr, conf, streamGuard{Known: knownAddrs(o.Peers, func(p Peer) string { return p.Raft }), Log: log,
+				Admit: func(_ string, supports int) string { return versionRefusal(supports, fsm.ClusterVersion()) }})
 		} else {
 			stream, err = newTCPStream(self.Raft, addr)
 		}
@@ -322,8 +331,18 @@ func (q *Raft) LastLog() (index, term uint64) {
 func (q *Raft) LastContact() time.Time { return q.r.LastContact() }
 
 // Apply commits c through the log and returns the state machine's answer.
-// It returns once a majority of the configured nodes stored c.
+// It returns once a majority of the configured nodes stored c. Every
+// proposal passes here: a command the committed cluster version does not
+// allow yet is refused (FSM.Allows), so no node is sent an entry it cannot
+// apply; one above version 1 carries the version it needs, so that a node
+// that does not support it halts on it whatever it is.
 func (q *Raft) Apply(c Command, timeout time.Duration) (any, error) {
+	if err := q.fsm.Allows(&c); err != nil {
+		return nil, fmt.Errorf("commit %s: %w", c.Op, err)
+	}
+	if n := c.Needs(); n > 1 {
+		c.Version = n
+	}
 	data, err := json.Marshal(c)
 	if err != nil {
 		return nil, err
@@ -352,6 +371,10 @@ func (q *Raft) Apply(c Command, timeout time.Duration) (any, error) {
 // is not enough: it may count a heartbeat reply that was already in flight,
 // e.g. buffered while the process was paused.)
 func (q *Raft) Confirm(timeout time.Duration) error {
+	if h := q.fsm.Halted(); h != nil {
+		// Its state stopped at an entry it cannot apply: it renews nothing.
+		return h
+	}
 	return q.r.Barrier(timeout).Error()
 }
 
