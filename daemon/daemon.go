@@ -174,6 +174,12 @@ type lifetime struct {
 	joined     atomic.Int64 // quorum.Mono of joining the cluster; 0 before (lifecycle.go)
 	ready      atomic.Bool  // joined, and sessions opened (lifecycle.go)
 	stallAfter time.Duration
+
+	// halt is closed when the state machine halted (haltLoop): Run stops
+	// and returns halted.
+	halt     chan struct{}
+	haltOnce sync.Once
+	halted   atomic.Pointer[quorum.HaltError]
 }
 
 // New opens every subsystem: the raft log and transport, gossip, the API
@@ -204,7 +210,7 @@ func open(cfg *config.Config, opts Options) (*Daemon, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	d := &Daemon{cfg: cfg, self: cfg.Node, log: log.With("node", cfg.Node), opts: opts,
-		life: lifetime{started: quorum.Now(), stallAfter: stallFromEnv()},
+		life: lifetime{started: quorum.Now(), stallAfter: stallFromEnv(), halt: make(chan struct{})},
 		ctl: control{calls: make(chan func(), 64), loopDone: make(chan struct{}),
 			nudge: make(chan struct{}, 1), ineligible: map[string]string{}}}
 	d.life.hardCtx, d.life.hardCancel = context.WithCancel(context.Background())
@@ -372,6 +378,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		})
 	}
 	d.life.tasks.Go(func() { d.lifecycle(d.ctl.loopDone) })
+	d.life.tasks.Go(func() { d.haltLoop(d.ctl.loopDone) })
 	if d.cfg.Gossip.Plaintext {
 		d.log.Warn("gossip is not encrypted or authenticated (gossip.plaintext): anyone on the network can forge cluster messages")
 	}
@@ -379,6 +386,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 	select {
 	case <-ctx.Done():
+	case <-d.life.halt:
 	case <-d.life.hardCtx.Done():
 		// Close: a hard stop; it shuts everything down itself.
 		<-d.ctl.loopDone
@@ -412,6 +420,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	os.Remove(d.cfg.API.Socket)
 	d.life.dataDir.release()
 	d.log.Info("fenced stopped")
+	if h := d.life.halted.Load(); h != nil {
+		return fmt.Errorf("%w: %w", ErrHalted, h)
+	}
 	return errors.Join(errs...)
 }
 
