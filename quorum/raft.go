@@ -358,6 +358,10 @@ func (q *Raft) Apply(c Command, timeout time.Duration) (any, error) {
 	// it, so every node's status follows a change within a round trip.
 	// Its own result does not matter.
 	q.r.Barrier(timeout)
+	if c.Op == OpRelease && q.fsm.Halted() != nil {
+		// Committed; this node's own state machine applies nothing more.
+		return nil, nil
+	}
 	if err, ok := f.Response().(error); ok {
 		return nil, err
 	}

@@ -88,11 +88,14 @@ func (f *FSM) ClusterVersion() int {
 
 // Allows says why c may not be proposed now (nil: it may): its op, a
 // field or a record kind it carries is newer than the committed cluster
-// version, or this node halted. Every proposal passes here (Raft.Apply).
+// version, or this node halted (but for its release). Every proposal
+// passes here (Raft.Apply).
 func (f *FSM) Allows(c *Command) error {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	if f.halt != nil {
+	if f.halt != nil && c.Op != OpRelease {
+		// A halted node may still commit that it released what it held
+		// (every version applies that), so that no one need fence it.
 		return f.halt
 	}
 	return allows(c, f.state.Version())

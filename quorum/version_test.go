@@ -115,6 +115,9 @@ func TestFSMHaltsOnNewerEntry(t *testing.T) {
 			if err := f.Allows(&Command{Op: OpAcquire, Node: "a"}); err == nil {
 				t.Fatal("halted FSM allows proposals")
 			}
+			if err := f.Allows(&Command{Op: OpRelease, Node: "a", Epoch: 1}); err != nil {
+				t.Fatalf("halted FSM refuses its release: %v", err)
+			}
 		})
 	}
 	t.Run("snapshot", func(t *testing.T) {
