@@ -87,11 +87,12 @@ Ctrl-C ends it with exit status 0.`,
 }
 
 func printStatus(w io.Writer, st *api.Status) {
-	fmt.Fprintf(w, "Cluster:  %s (this node: %s)\n", cell(st.Cluster), cell(st.Node))
-	fmt.Fprintf(w, "Quorum:   %s\n", quorumLine(st.Quorum))
+	fmt.Fprintf(w, "Cluster:  %s (this node: %s)", cell(st.Cluster), cell(st.Node))
 	if l := clusterVersionLine(st.ClusterVersion); l != "" {
-		fmt.Fprintf(w, "Version:  %s\n", l)
+		fmt.Fprintf(w, ", %s", l)
 	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "Quorum:   %s\n", quorumLine(st.Quorum))
 	p := st.Primary
 	fmt.Fprintf(w, "Primary:  %s\n", primaryLine(p))
 	if p.Node != "" && !p.Blocked && p.Reason != "" {
