@@ -262,6 +262,11 @@ func (d *Daemon) StatusNow() Status {
 		Standby: st.Standby[d.self], Ineligible: d.Ineligible(), NotReady: d.sessionsReason(), Watchdog: d.watchdogStatus()}
 	s.FencePaths = d.fencePaths()
 	s.Config = d.configStatus(s.Nodes)
+	v := d.versionView()
+	s.ClusterVersion = &api.ClusterVersion{Committed: v.Committed, Supported: quorum.ClusterVersionMax, HeldBy: v.HeldBy}
+	if h := d.raft.FSM().Halted(); h != nil {
+		s.ClusterVersion.Halted = h.Error()
+	}
 	return s
 }
 

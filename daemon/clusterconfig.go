@@ -123,6 +123,7 @@ type configWatch struct {
 	quorumLost   bool      // the loss was alerted (quorumLostAt: logged)
 	quorumWhy    string    // what is missing, as last logged
 	commitAfter  time.Time
+	versionAfter time.Time // the cluster version's commit is retried then (versionStep)
 }
 
 type remoteKeys struct {
@@ -380,6 +381,7 @@ func (d *Daemon) configStep(now time.Time) {
 		}
 	}
 	d.fetchRemoteKeys(committed, ads, now)
+	d.versionStep(now)
 }
 
 // fetchRemoteKeys asks every node whose fingerprint differs from the

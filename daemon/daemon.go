@@ -182,6 +182,11 @@ type lifetime struct {
 	stallAfter time.Duration
 
 	selfStopState
+	// halt is closed when the state machine halted (haltLoop): Run stops
+	// and returns halted.
+	halt     chan struct{}
+	haltOnce sync.Once
+	halted   atomic.Pointer[quorum.HaltError]
 }
 
 // New opens every subsystem: the raft log and transport, gossip, the API
@@ -212,7 +217,7 @@ func open(cfg *config.Config, opts Options) (*Daemon, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	d := &Daemon{cfg: cfg, self: cfg.Node, log: log.With("node", cfg.Node), opts: opts,
-		life: lifetime{started: quorum.Now(), stallAfter: stallFromEnv(), selfStopState: selfStopState{selfStop: make(chan struct{})}},
+		life: lifetime{started: quorum.Now(), stallAfter: stallFromEnv(), selfStopState: selfStopState{selfStop: make(chan struct{})}, halt: make(chan struct{})},
 		ctl: control{calls: make(chan func(), 64), loopDone: make(chan struct{}),
 			nudge: make(chan struct{}, 1), ineligible: map[string]string{}}}
 	d.life.hardCtx, d.life.hardCancel = context.WithCancel(context.Background())
@@ -395,6 +400,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		})
 	}
 	d.life.tasks.Go(func() { d.lifecycle(d.ctl.loopDone) })
+	d.life.tasks.Go(func() { d.haltLoop(d.ctl.loopDone) })
 	if d.cfg.Gossip.Plaintext {
 		d.log.Warn("gossip is not encrypted or authenticated (gossip.plaintext): anyone on the network can forge cluster messages")
 	}
@@ -404,6 +410,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	case <-d.life.selfStop:
 		d.log.Error("stopping on its own", "err", d.life.selfStopErr)
+	case <-d.life.halt:
 	case <-d.life.hardCtx.Done():
 		// Close: a hard stop; it shuts everything down itself.
 		<-d.ctl.loopDone
@@ -437,6 +444,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	os.Remove(d.cfg.API.Socket)
 	d.life.dataDir.release()
 	d.log.Info("fenced stopped")
+	if h := d.life.halted.Load(); h != nil {
+		return fmt.Errorf("%w: %w", ErrHalted, h)
+	}
 	select {
 	case <-d.life.selfStop:
 		errs = append([]error{d.life.selfStopErr}, errs...)

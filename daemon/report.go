@@ -218,8 +218,8 @@ type gossipMember struct {
 	Resources   string     `json:"resources,omitempty"`
 }
 
-// versionView is a part's version.json.
-type versionView struct {
+// buildInfoView is a part's version.json.
+type buildInfoView struct {
 	SchemaVersion int               `json:"schemaVersion"`
 	Node          string            `json:"node"`
 	Version       string            `json:"version"`
@@ -232,8 +232,8 @@ type versionView struct {
 	Deps          []string          `json:"deps,omitempty"`     // module@version
 }
 
-func buildView(node string) versionView {
-	v := versionView{SchemaVersion: SchemaVersion, Node: node, Version: api.Version, Go: runtime.Version(),
+func buildView(node string) buildInfoView {
+	v := buildInfoView{SchemaVersion: SchemaVersion, Node: node, Version: api.Version, Go: runtime.Version(),
 		Platform: runtime.GOOS + "/" + runtime.GOARCH, Pid: os.Getpid()}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		v.Path, v.Module = bi.Path, bi.Main.Path+"@"+bi.Main.Version

@@ -94,6 +94,9 @@ type State struct {
 	// Incarnation names the voting set since the last recovery (OpRecover;
 	// "" before any).
 	Incarnation string `json:"incarnation,omitempty"`
+	// ClusterVersion is the committed cluster version (OpClusterVersion;
+	// 0 before any, which is version 1; see version.go).
+	ClusterVersion int `json:"clusterVersion,omitempty"`
 }
 
 // HolderTiming is the part of a holder's timing a successor must wait out.
@@ -178,6 +181,12 @@ type Command struct {
 	// Gone and Incarnation are an OpRecover's (see recover.go).
 	Gone        []string `json:"gone,omitempty"`
 	Incarnation string   `json:"incarnation,omitempty"`
+	// ClusterVersion is the version an OpClusterVersion raises to.
+	ClusterVersion int `json:"clusterVersion,omitempty"`
+	// Version is the cluster version the command needs when above 1
+	// (Needs; set at proposal): a node that supports less halts on it
+	// rather than misapply it, whatever the op.
+	Version int `json:"version,omitempty"`
 }
 
 // Command ops.
@@ -216,6 +225,8 @@ type FSM struct {
 
 	mu    sync.RWMutex
 	state State
+	// halt is why it stopped applying the log (see HaltError).
+	halt *HaltError
 	// watchers are woken on every apply.
 	watch chan struct{}
 }
@@ -280,18 +291,28 @@ func (f *FSM) Changed() <-chan struct{} {
 	return f.watch
 }
 
-// Apply implements raft.FSM.
+// Apply implements raft.FSM. An entry this build cannot apply (written
+// by a newer fenced: undecodable, an unknown op, or needing a higher
+// cluster version) halts it: it applies nothing more (see Halted).
 func (f *FSM) Apply(l *raft.Log) any {
-	var c Command
-	if err := json.Unmarshal(l.Data, &c); err != nil {
-		return fmt.Errorf("fsm: index %d: undecodable command: %w", l.Index, err)
-	}
 	f.mu.Lock()
 	defer func() {
 		close(f.watch)
 		f.watch = make(chan struct{})
 		f.mu.Unlock()
 	}()
+	if f.halt != nil {
+		return f.halt
+	}
+	var c Command
+	if err := json.Unmarshal(l.Data, &c); err != nil {
+		f.halt = &HaltError{Index: l.Index, Err: err}
+		return f.halt
+	}
+	if n := c.Needs(); n > ClusterVersionMax {
+		f.halt = &HaltError{Index: l.Index, Op: c.Op, Needs: n}
+		return f.halt
+	}
 	if err := c.check(&f.state); err != nil {
 		return fmt.Errorf("fsm: index %d: %w", l.Index, err)
 	}
@@ -309,6 +330,8 @@ var appliers = map[string]func(*FSM, *Command) any{
 	OpConfig:  (*FSM).applyConfig,
 	OpUnclean: (*FSM).applyUnclean,
 	OpRecover: (*FSM).applyRecover,
+	// OpClusterVersion: version.go.
+	OpClusterVersion: (*FSM).applyClusterVersion,
 }
 
 // apply applies c (which passed Command.check) with its op's handler and
@@ -628,8 +651,13 @@ func (f *FSM) lastOf(target string) int {
 	return -1
 }
 
-// Snapshot implements raft.FSM.
+// Snapshot implements raft.FSM. A halted FSM takes none: raft would label
+// it with the entries it did not apply, and a restart from it would skip
+// them for good.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	if h := f.Halted(); h != nil {
+		return nil, h
+	}
 	s := f.State()
 	data, err := json.Marshal(&s)
 	if err != nil {
@@ -649,6 +677,14 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		s.Unconfirmed = map[string]uint64{}
 	}
 	f.mu.Lock()
+	if v := s.Version(); v > ClusterVersionMax {
+		// A newer fenced's state: halt rather than run on it.
+		f.halt = &HaltError{Op: OpClusterVersion, Needs: v}
+		close(f.watch)
+		f.watch = make(chan struct{})
+		f.mu.Unlock()
+		return f.halt
+	}
 	f.state = s
 	close(f.watch)
 	f.watch = make(chan struct{})

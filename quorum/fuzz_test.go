@@ -244,6 +244,16 @@ func FuzzFSMApply(f *testing.F) {
 		if x, y := stateJSON(t, a), stateJSON(t, b); x != y {
 			t.Fatalf("same entries, different states:\n%s\n%s", x, y)
 		}
+		if (a.Halted() == nil) != (b.Halted() == nil) {
+			t.Fatalf("same entries, one halted: %v, %v", a.Halted(), b.Halted())
+		}
+		if a.Halted() != nil {
+			// It stopped at an entry of a newer version: no snapshot.
+			if _, err := a.Snapshot(); err == nil {
+				t.Fatal("a halted FSM took a snapshot")
+			}
+			return
+		}
 		snap, err := a.Snapshot()
 		if err != nil {
 			t.Fatal(err)

@@ -53,7 +53,15 @@ type Meta struct {
 	// configuration): a node on older data learns from it that it was
 	// declared gone, a new node which set to join.
 	Incarnation string `json:"n,omitempty"`
+	// Supports is the highest cluster version this node's fenced
+	// supports (ClusterVersionMax; 0 from an older version, which
+	// supports only 1: see SupportsVersion). Set by Membership itself.
+	Supports int `json:"cv,omitempty"`
 }
+
+// SupportsVersion is the highest cluster version the node advertising m
+// supports.
+func (m Meta) SupportsVersion() int { return max(m.Supports, 1) }
 
 // Member is one configured node as this node sees it through gossip.
 type Member struct {
@@ -309,6 +317,7 @@ func (m *Membership) Members() []Member {
 		if p.Name == m.opts.Self {
 			mb.State = "alive"
 			mb.Meta = *m.meta.Load()
+			mb.Meta.Supports = ClusterVersionMax
 			mb.Contact = time.Now()
 		}
 		out = append(out, mb)
@@ -320,7 +329,9 @@ func (m *Membership) Members() []Member {
 // (ok false: never seen).
 func (m *Membership) LastMeta(node string) (Meta, bool) {
 	if node == m.opts.Self {
-		return *m.meta.Load(), true
+		meta := *m.meta.Load()
+		meta.Supports = ClusterVersionMax
+		return meta, true
 	}
 	m.mu.Lock()
 	b, ok := m.metas[node]
@@ -574,6 +585,7 @@ type mlDelegate Membership
 func (d *mlDelegate) NodeMeta(limit int) []byte {
 	meta := *d.meta.Load()
 	meta.Beacon = beaconVersion
+	meta.Supports = ClusterVersionMax
 	b, _ := json.Marshal(meta)
 	if len(b) > limit && meta.Resources != "" {
 		// A group too large to advertise where each resource runs still

@@ -15,7 +15,7 @@ func TestNodeMetaOverLimit(t *testing.T) {
 		t.Fatalf("metadata of %d bytes", len(b))
 	}
 	got, err := decodeMeta(b)
-	if err != nil || got.Role != "primary" || got.Epoch != 7 || got.Beacon != beaconVersion || got.Resources != "" {
+	if err != nil || got.Role != "primary" || got.Epoch != 7 || got.Beacon != beaconVersion || got.SupportsVersion() != ClusterVersionMax || got.Resources != "" {
 		t.Fatalf("advertised %+v (%v)", got, err)
 	}
 	m.meta.Store(&Meta{Role: "secondary", Resources: "rrs"})

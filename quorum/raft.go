@@ -59,6 +59,10 @@ type RaftOptions struct {
 	// voting set; it waits for the leader of a recovered one to add it
 	// (AddVoter).
 	Join bool
+
+	// supports replaces ClusterVersionMax in this node's certificate
+	// (tests: a node of an older version); 0 = ClusterVersionMax.
+	supports int
 }
 
 // Raft is the node's consensus engine with fenced's state machine.
@@ -187,12 +191,17 @@ func OpenRaft(o RaftOptions) (*Raft, error) {
 					trust += " incarnation " + inc
 				}
 			}
-			conf, cerr := clusterTLS(o.Key, trust, o.Self)
+			supports := ClusterVersionMax
+			if o.supports > 0 {
+				supports = o.supports
+			}
+			conf, cerr := clusterTLSSupporting(o.Key, trust, o.Self, supports)
 			if cerr != nil {
 				closeAll()
 				return nil, cerr
 			}
-			stream, err = newTLSStream(self.Raft, addr, conf, streamGuard{Known: knownAddrs(o.Peers, func(p Peer) string { return p.Raft }), Log: log})
+			stream, err = newTLSStream(self.Raft, addr, conf, streamGuard{Known: knownAddrs(o.Peers, func(p Peer) string { return p.Raft }), Log: log,
+				Admit: func(_ string, supports int) string { return versionRefusal(supports, fsm.ClusterVersion()) }})
 		} else {
 			stream, err = newTCPStream(self.Raft, addr)
 		}
@@ -326,8 +335,18 @@ func (q *Raft) LastLog() (index, term uint64) {
 func (q *Raft) LastContact() time.Time { return q.r.LastContact() }
 
 // Apply commits c through the log and returns the state machine's answer.
-// It returns once a majority of the configured nodes stored c.
+// It returns once a majority of the configured nodes stored c. Every
+// proposal passes here: a command the committed cluster version does not
+// allow yet is refused (FSM.Allows), so no node is sent an entry it cannot
+// apply; one above version 1 carries the version it needs, so that a node
+// that does not support it halts on it whatever it is.
 func (q *Raft) Apply(c Command, timeout time.Duration) (any, error) {
+	if err := q.fsm.Allows(&c); err != nil {
+		return nil, fmt.Errorf("commit %s: %w", c.Op, err)
+	}
+	if n := c.Needs(); n > 1 {
+		c.Version = n
+	}
 	data, err := json.Marshal(c)
 	if err != nil {
 		return nil, err
@@ -343,6 +362,10 @@ func (q *Raft) Apply(c Command, timeout time.Duration) (any, error) {
 	// it, so every node's status follows a change within a round trip.
 	// Its own result does not matter.
 	q.r.Barrier(timeout)
+	if c.Op == OpRelease && q.fsm.Halted() != nil {
+		// Committed; this node's own state machine applies nothing more.
+		return nil, nil
+	}
 	if err, ok := f.Response().(error); ok {
 		return nil, err
 	}
@@ -356,6 +379,10 @@ func (q *Raft) Apply(c Command, timeout time.Duration) (any, error) {
 // is not enough: it may count a heartbeat reply that was already in flight,
 // e.g. buffered while the process was paused.)
 func (q *Raft) Confirm(timeout time.Duration) error {
+	if h := q.fsm.Halted(); h != nil {
+		// Its state stopped at an entry it cannot apply: it renews nothing.
+		return h
+	}
 	return q.r.Barrier(timeout).Error()
 }
 

@@ -248,6 +248,12 @@ func (r *recoveringFSM) Snapshot() (raft.FSMSnapshot, error) {
 		if r.o.Reason != "" {
 			rec.Reason += "; " + r.o.Reason
 		}
+		// The new voting set is this node alone, which runs this
+		// version: its cluster version is this build's, and the
+		// recovery (version 2) is allowed in it.
+		if v := r.FSM.state.Version(); v < ClusterVersionMax {
+			r.FSM.apply(&Command{Op: OpClusterVersion, ClusterVersion: ClusterVersionMax})
+		}
 		c := Command{Op: OpRecover, Node: r.o.Self, Epoch: r.out.Epoch, Gone: gone, Incarnation: r.out.Incarnation, Record: rec, Time: r.o.Time}
 		if res, ok := r.FSM.apply(&c).(error); ok {
 			r.err = res

@@ -15,6 +15,8 @@ import (
 	"math/big"
 	"net"
 	"net/netip"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,6 +41,18 @@ var (
 // clusterTLS returns the TLS settings of node self in cluster, for both
 // ends of a raft connection.
 func clusterTLS(key []byte, cluster, self string) (*tls.Config, error) {
+	return clusterTLSSupporting(key, cluster, self, ClusterVersionMax)
+}
+
+// supportsPrefix, in a node certificate's organizational unit, names the
+// highest cluster version the node supports (absent: an older fenced,
+// version 1). The certificate is signed by the cluster CA, so a peer's
+// claim is as trusted as its key, and it is bound to the very connection
+// the guard admits (gossip metadata may lag a restart).
+const supportsPrefix = "fenced-cluster-version-max="
+
+// clusterTLSSupporting is clusterTLS for a node advertising supports.
+func clusterTLSSupporting(key []byte, cluster, self string, supports int) (*tls.Config, error) {
 	seed, err := hkdf.Key(sha256.New, key, []byte("fenced raft CA v1"), "cluster "+cluster, ed25519.SeedSize)
 	if err != nil {
 		return nil, fmt.Errorf("raft TLS: deriving the cluster CA: %w", err)
@@ -71,7 +85,7 @@ func clusterTLS(key []byte, cluster, self string) (*tls.Config, error) {
 	}
 	leafDER, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
 		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: self},
+		Subject:      pkix.Name{CommonName: self, OrganizationalUnit: []string{supportsPrefix + strconv.Itoa(supports)}},
 		DNSNames:     []string{raftTLSName},
 		NotBefore:    certNotBefore,
 		NotAfter:     certNotAfter,
@@ -132,6 +146,9 @@ type tlsStream struct {
 	mu      sync.Mutex
 	shut    bool                  // Close began
 	pending map[net.Conn]struct{} // in their handshake; closed at Close
+
+	guard      func(peer string, supports int) string // streamGuard.Admit
+	peerWarned map[string]time.Time                   // refusedPeer's last line per peer and reason
 }
 
 // streamGuard says whose connections the stream layer favours (the
@@ -139,6 +156,60 @@ type tlsStream struct {
 type streamGuard struct {
 	Known map[netip.Addr]bool
 	Log   *slog.Logger
+	// Admit, when set, says why a peer that completed the handshake (its
+	// certificate's name, and the highest cluster version it supports)
+	// may not talk raft with this node ("" = it may); checked both ways,
+	// on connections accepted and dialled.
+	Admit func(peer string, supports int) string
+}
+
+// peerOf is the node name and the highest supported cluster version a
+// verified peer certificate states.
+func peerOf(cs tls.ConnectionState) (string, int) {
+	if len(cs.PeerCertificates) == 0 {
+		return "", 1
+	}
+	c := cs.PeerCertificates[0]
+	v := 1
+	for _, ou := range c.Subject.OrganizationalUnit {
+		if n, err := strconv.Atoi(strings.TrimPrefix(ou, supportsPrefix)); err == nil && strings.HasPrefix(ou, supportsPrefix) && n > 1 {
+			v = n
+		}
+	}
+	return c.Subject.CommonName, v
+}
+
+// admitted applies the guard's Admit to a connection whose handshake is
+// done; a refused one is closed and logged (once per peer and reason in
+// refusalEvery).
+func (s *tlsStream) admitted(tc *tls.Conn) error {
+	if s.guard == nil {
+		return nil
+	}
+	peer, v := peerOf(tc.ConnectionState())
+	why := s.guard(peer, v)
+	if why == "" {
+		return nil
+	}
+	tc.Close()
+	s.refusedPeer(peer, why, tc.RemoteAddr().String())
+	return fmt.Errorf("raft: %s (%s) refused: %s", peer, tc.RemoteAddr(), why)
+}
+
+// refusedPeer logs that a cluster member's raft connection was refused,
+// at most once per peer and reason in refusalEvery: it holds the key, so
+// this is an admin's matter, not an outsider's.
+func (s *tlsStream) refusedPeer(peer, why, from string) {
+	s.mu.Lock()
+	k := peer + "\x00" + why
+	last, ok := s.peerWarned[k]
+	if ok && time.Since(last) < refusalEvery {
+		s.mu.Unlock()
+		return
+	}
+	s.peerWarned[k] = time.Now()
+	s.mu.Unlock()
+	s.log.Warn("raft: refused a connection of a cluster node", "peer", peer, "from", from, "reason", why)
 }
 
 func newTLSStream(bind string, advertise net.Addr, conf *tls.Config, g streamGuard) (*tlsStream, error) {
@@ -152,7 +223,8 @@ func newTLSStream(bind string, advertise net.Addr, conf *tls.Config, g streamGua
 	}
 	s := &tlsStream{ln: ln, advertise: advertise, conf: conf,
 		admit: newAdmission(raftAdmit, g.Known), refused: newRefusals(log), log: log, timeout: handshakeTimeout,
-		ready: make(chan net.Conn), stop: make(chan struct{}), pending: map[net.Conn]struct{}{}}
+		ready: make(chan net.Conn), stop: make(chan struct{}), pending: map[net.Conn]struct{}{},
+		guard: g.Admit, peerWarned: map[string]time.Time{}}
 	s.wg.Add(1)
 	go s.acceptLoop()
 	return s, nil
@@ -239,6 +311,9 @@ func (s *tlsStream) handshake(raw net.Conn, release func()) {
 		s.refused.note("raft", reason, raw.RemoteAddr().String(), err.Error())
 		return
 	}
+	if s.admitted(tc) != nil {
+		return
+	}
 	select {
 	case s.ready <- tc:
 	case <-s.stop:
@@ -277,7 +352,14 @@ func (s *tlsStream) Close() error {
 
 // Dial connects to a peer; the timeout covers the TLS handshake.
 func (s *tlsStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	return tls.DialWithDialer(&net.Dialer{Timeout: timeout, Control: thinControl}, "tcp", string(addr), s.conf)
+	tc, err := tls.DialWithDialer(&net.Dialer{Timeout: timeout, Control: thinControl}, "tcp", string(addr), s.conf)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.admitted(tc); err != nil {
+		return nil, err
+	}
+	return tc, nil
 }
 
 // Addr is the address peers reach this node at.

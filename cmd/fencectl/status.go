@@ -87,7 +87,11 @@ Ctrl-C ends it with exit status 0.`,
 }
 
 func printStatus(w io.Writer, st *api.Status) {
-	fmt.Fprintf(w, "Cluster:  %s (this node: %s)\n", cell(st.Cluster), cell(st.Node))
+	fmt.Fprintf(w, "Cluster:  %s (this node: %s)", cell(st.Cluster), cell(st.Node))
+	if l := clusterVersionLine(st.ClusterVersion); l != "" {
+		fmt.Fprintf(w, ", %s", l)
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintf(w, "Quorum:   %s\n", quorumLine(st.Quorum))
 	p := st.Primary
 	fmt.Fprintf(w, "Primary:  %s\n", primaryLine(p))
@@ -472,6 +476,10 @@ func statusLines(st *api.Status) ([]string, map[string]string) {
 	if p := st.Primary; p.Change != "" {
 		m["primary"] += "; " + cell(p.Change)
 	}
+	if l := clusterVersionLine(st.ClusterVersion); l != "" {
+		keys = append(keys, "cluster version")
+		m["cluster version"] = l
+	}
 	s := st.Self
 	m["this node"] = fmt.Sprintf("this node: %s (%s), raft %s (term %d), knows epoch %d, holds epoch %d, storage %s, standby %v",
 		cell(st.Node), cell(s.Role), cell(s.Raft), s.Term, s.KnownEpoch, s.Epoch, cell(s.Storage), s.Standby)
@@ -521,4 +529,25 @@ func isTerminal(w io.Writer) bool {
 	}
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
+}
+
+// clusterVersionLine is "cluster version: 2", or "cluster version: 1
+// (node3 runs an older fenced; 2 once every voter advertises it)" ("" from
+// a daemon that reports none).
+func clusterVersionLine(v *api.ClusterVersion) string {
+	if v == nil {
+		return ""
+	}
+	l := fmt.Sprintf("cluster version: %d", v.Committed)
+	if len(v.HeldBy) > 0 {
+		held := make([]string, len(v.HeldBy))
+		for i, h := range v.HeldBy {
+			held[i] = cell(h)
+		}
+		l += fmt.Sprintf(" (%s; %d once every voter advertises it)", strings.Join(held, ", "), v.Committed+1)
+	}
+	if v.Halted != "" {
+		l += "; THIS NODE HALTED: " + cell(v.Halted)
+	}
+	return l
 }

@@ -97,3 +97,23 @@ func TestStatusSchemaAllFields(t *testing.T) {
 	}
 	checkSchema(t, "status.json", string(b))
 }
+
+// TestClusterVersionLine: the status says the cluster version, and while
+// it waits, who holds it back.
+func TestClusterVersionLine(t *testing.T) {
+	for _, tc := range []struct {
+		v    *api.ClusterVersion
+		want string
+	}{
+		{nil, ""},
+		{&api.ClusterVersion{Committed: 2, Supported: 2}, "cluster version: 2"},
+		{&api.ClusterVersion{Committed: 1, Supported: 2, HeldBy: []string{"node3 runs an older fenced"}},
+			"cluster version: 1 (node3 runs an older fenced; 2 once every voter advertises it)"},
+		{&api.ClusterVersion{Committed: 2, Supported: 2, Halted: "replicated entry 9 needs fenced cluster version 3"},
+			"cluster version: 2; THIS NODE HALTED: replicated entry 9 needs fenced cluster version 3"},
+	} {
+		if got := clusterVersionLine(tc.v); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.v, got, tc.want)
+		}
+	}
+}

@@ -23,6 +23,7 @@ const (
 	exitUsage   = 2 // bad command line
 	exitConfig  = 3 // configuration invalid
 	exitStartup = 4 // could not start: port in use, data dir unwritable, ...
+	exitHalted  = 5 // the replicated log holds an entry of a newer fenced
 )
 
 // exitError carries an exit code through cobra.
@@ -78,7 +79,9 @@ Exit codes:
   1  runtime failure (for "agent": the FenceAgentAPI failure code)
   2  bad command line
   3  configuration invalid
-  4  could not start (address in use, data directory not writable, ...)`,
+  4  could not start (address in use, data directory not writable, ...)
+  5  halted: the replicated log holds an entry of a newer fenced (upgrade
+     this node; see README, "Upgrades and downgrades")`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

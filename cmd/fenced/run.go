@@ -73,7 +73,9 @@ GOMAXPROCS environment variable says otherwise.`,
 			}
 			stopHUP := reloadOnHUP(ctx, d)
 			defer stopHUP()
-			if err := d.Run(ctx); err != nil {
+			if err := d.Run(ctx); errors.Is(err, daemon.ErrHalted) {
+				return &exitError{exitHalted, err}
+			} else if err != nil {
 				return &exitError{exitFailure, err}
 			}
 			return nil

@@ -33,6 +33,26 @@ type Status struct {
 	PendingFences []PendingFence `json:"pendingFences,omitempty"`
 	// Resources says where each resource of the group runs, cluster-wide.
 	Resources []ResourcePlace `json:"resources,omitempty"`
+	// ClusterVersion is the committed cluster version and what holds back
+	// the next (absent from an older daemon).
+	ClusterVersion *ClusterVersion `json:"clusterVersion,omitempty"`
+}
+
+// ClusterVersion is what the replicated log may hold (see README,
+// "Upgrades and downgrades"): new commands, fields and formats are used
+// only once every configured voter runs a fenced that supports them.
+type ClusterVersion struct {
+	// Committed is the version the leader committed (1 before any).
+	Committed int `json:"committed"`
+	// Supported is the highest the answering node's fenced supports.
+	Supported int `json:"supported"`
+	// HeldBy, while Committed is below Supported, names each voter that
+	// holds the next version back and why ("node3 runs an older fenced",
+	// "node3 not seen in gossip").
+	HeldBy []string `json:"heldBy,omitempty"`
+	// Halted: the answering node stopped applying the log at an entry of
+	// a newer fenced, and why.
+	Halted string `json:"halted,omitempty"`
 }
 
 // PendingFence is a fence (or unfence) the replicated history holds as

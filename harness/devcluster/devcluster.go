@@ -34,8 +34,10 @@ type Options struct {
 	Nodes int
 	// Dir holds configs, data directories, sockets and logs.
 	Dir string
-	// Bin is the fenced binary.
-	Bin string
+	// Bin is the fenced binary; NodeBin, when set and not "", node i's
+	// (a cluster of mixed versions). Node.SetBin swaps it between restarts.
+	Bin     string
+	NodeBin func(i int) string
 	// Lab is the fenced-lab binary (the storage writer the nodes' hooks
 	// run); default: fenced-lab beside Bin.
 	Lab string
@@ -95,6 +97,7 @@ type Node struct {
 	cl  *Cluster
 
 	mu   sync.Mutex
+	bin  string // "" = Options.Bin
 	cmd  *exec.Cmd
 	done chan struct{}
 	err  error
@@ -165,6 +168,9 @@ func New(o Options) (*Cluster, error) {
 			Config: filepath.Join(o.Dir, n.Name+".yaml"),
 			Socket: filepath.Join(o.Dir, n.Name+".sock"),
 			Log:    filepath.Join(o.Dir, n.Name+".log")}
+		if o.NodeBin != nil {
+			nd.bin = o.NodeBin(i)
+		}
 		nc := *cfg
 		nc.Node = n.Name
 		nc.DataDir = filepath.Join(o.Dir, n.Name+"-data")
@@ -288,7 +294,11 @@ func (n *Node) Start() error {
 	if err != nil {
 		return err
 	}
-	argv := []string{n.cl.Opts.Bin, "run", "--config", n.Config, "--log-level", n.cl.Opts.LogLevel}
+	bin := n.bin
+	if bin == "" {
+		bin = n.cl.Opts.Bin
+	}
+	argv := []string{bin, "run", "--config", n.Config, "--log-level", n.cl.Opts.LogLevel}
 	if n.cl.Opts.Wrap != nil {
 		argv = n.cl.Opts.Wrap(n.Index, argv)
 	}
@@ -317,6 +327,25 @@ func (n *Node) Start() error {
 		close(done)
 	}()
 	return nil
+}
+
+// SetBin makes the node's next Start run the fenced binary at path (""
+// = Options.Bin): an upgrade or a downgrade of the node between a stop and
+// a start. The running process, if any, is not touched.
+func (n *Node) SetBin(path string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.bin = path
+}
+
+// Bin is the fenced binary the node's next Start runs.
+func (n *Node) Bin() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.bin == "" {
+		return n.cl.Opts.Bin
+	}
+	return n.bin
 }
 
 // Pid returns the process id (0 if never started).
