@@ -64,6 +64,15 @@ func BenchmarkLongLife(b *testing.B) {
 			b.Fatal(err)
 		}
 		ll := &longLife{b: b, c: c, metrics: metrics, dataDirs: make([]string, 3)}
+		if path := os.Getenv("FENCED_LONGLIFE_CSV"); path != "" {
+			f, err := os.Create(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			fmt.Fprintln(f, "seconds,node,pid,rss_mib,anon_mib,heap_inuse_mib,goroutines,fds,raft_db_mib,snapshots_mib")
+			ll.csv = f
+		}
 		for i, n := range c.Nodes {
 			ll.dataDirs[i] = filepath.Join(c.Opts.Dir, n.Name+"-data")
 		}
@@ -113,6 +122,7 @@ type longLife struct {
 	t0       time.Time
 	samples  []llSample
 	events   []llEvent
+	csv      io.Writer // every sample, if FENCED_LONGLIFE_CSV names a file
 }
 
 // llSample is one node's figures at one moment.
@@ -121,6 +131,8 @@ type llSample struct {
 	node       int
 	pid        int
 	rss        float64 // MiB
+	anon       float64 // MiB: RssAnon, the process's own memory (RSS also counts mapped files: the binary, raft.db)
+	heap       float64 // MiB: go_memstats_heap_inuse_bytes
 	goroutines float64
 	fds        float64
 	raftDB     float64 // MiB
@@ -152,9 +164,17 @@ func (ll *longLife) sample() {
 			continue
 		}
 		s.goroutines = g
+		s.anon = procMiB(ll.b, pid, "RssAnon")
+		if h, err := scrapeGauge(ll.metrics[i], "go_memstats_heap_inuse_bytes"); err == nil {
+			s.heap = h / (1 << 20)
+		}
 		s.raftDB = fileMiB(filepath.Join(ll.dataDirs[i], "raft.db"))
 		s.snapshots = dirMiB(filepath.Join(ll.dataDirs[i], "snapshots"))
 		ll.samples = append(ll.samples, s)
+		if ll.csv != nil {
+			fmt.Fprintf(ll.csv, "%.0f,%s,%d,%.3f,%.3f,%.3f,%.0f,%.0f,%.4f,%.4f\n", s.at.Seconds(), n.Name, pid,
+				s.rss, s.anon, s.heap, s.goroutines, s.fds, s.raftDB, s.snapshots)
+		}
 	}
 }
 
@@ -325,7 +345,7 @@ func (ll *longLife) report(total time.Duration) {
 		byPid[s.pid].s = append(byPid[s.pid].s, s)
 	}
 	last := ll.samples[len(ll.samples)-1].at
-	var worstRSSYear, worstRSSSlope, worstGor, worstFD float64
+	var worstRSSYear, worstRSSSlope, worstGor, worstFD, worstHeap float64
 	fitted := 0
 	for _, p := range procs {
 		if !before[p.pid] || p.s[len(p.s)-1].at < last-time.Minute || len(p.s) < 3 {
@@ -334,11 +354,14 @@ func (ll *longLife) report(total time.Duration) {
 		fitted++
 		name := ll.c.Nodes[p.node].Name
 		rss0, rssH := fitPerHour(p.s, func(s llSample) float64 { return s.rss })
+		a0, aH := fitPerHour(p.s, func(s llSample) float64 { return s.anon })
+		h0, hH := fitPerHour(p.s, func(s llSample) float64 { return s.heap })
 		g0, gH := fitPerHour(p.s, func(s llSample) float64 { return s.goroutines })
 		f0, fH := fitPerHour(p.s, func(s llSample) float64 { return s.fds })
 		rssYear := rss0 + max(rssH, 0)*year
-		b.Logf("%s (pid %d, %d samples over the second half): RSS %.1f MiB %+.2f MiB/h (a year: %.0f MiB); goroutines %.0f %+.1f/h; descriptors %.0f %+.2f/h",
-			name, p.pid, len(p.s), rss0, rssH, rssYear, g0, gH, f0, fH)
+		b.Logf("%s (pid %d, %d samples over the second half): RSS %.1f MiB %+.2f MiB/h (a year: %.0f MiB), of it anonymous %.1f MiB %+.2f MiB/h; Go heap in use %.2f MiB %+.3f MiB/h; goroutines %.0f %+.1f/h; descriptors %.0f %+.2f/h",
+			name, p.pid, len(p.s), rss0, rssH, rssYear, a0, aH, h0, hH, g0, gH, f0, fH)
+		worstHeap = max(worstHeap, hH)
 		worstRSSYear, worstRSSSlope = max(worstRSSYear, rssYear), max(worstRSSSlope, rssH)
 		worstGor, worstFD = max(worstGor, gH), max(worstFD, fH)
 	}
@@ -392,6 +415,7 @@ func (ll *longLife) report(total time.Duration) {
 
 	b.ReportMetric(worstRSSSlope, "rss-MiB/h")
 	b.ReportMetric(worstRSSYear, "rss-year-MiB")
+	b.ReportMetric(worstHeap, "heap-MiB/h")
 	b.ReportMetric(worstGor, "goroutines/h")
 	b.ReportMetric(worstFD, "fds/h")
 	b.ReportMetric(worstDiskSlope, "disk-MiB/h")
