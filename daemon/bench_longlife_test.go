@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -64,6 +65,15 @@ func BenchmarkLongLife(b *testing.B) {
 			b.Fatal(err)
 		}
 		ll := &longLife{b: b, c: c, metrics: metrics, dataDirs: make([]string, 3)}
+		if path := os.Getenv("FENCED_LONGLIFE_CSV"); path != "" {
+			f, err := os.Create(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			fmt.Fprintln(f, "seconds,node,pid,rss_mib,anon_mib,heap_inuse_mib,goroutines,fds,raft_db_mib,snapshots_mib")
+			ll.csv = f
+		}
 		for i, n := range c.Nodes {
 			ll.dataDirs[i] = filepath.Join(c.Opts.Dir, n.Name+"-data")
 		}
@@ -113,6 +123,7 @@ type longLife struct {
 	t0       time.Time
 	samples  []llSample
 	events   []llEvent
+	csv      io.Writer // every sample, if FENCED_LONGLIFE_CSV names a file
 }
 
 // llSample is one node's figures at one moment.
@@ -121,6 +132,8 @@ type llSample struct {
 	node       int
 	pid        int
 	rss        float64 // MiB
+	anon       float64 // MiB: RssAnon, the process's own memory (RSS also counts mapped files: the binary, raft.db)
+	heap       float64 // MiB: go_memstats_heap_inuse_bytes
 	goroutines float64
 	fds        float64
 	raftDB     float64 // MiB
@@ -152,9 +165,17 @@ func (ll *longLife) sample() {
 			continue
 		}
 		s.goroutines = g
+		s.anon = procMiB(ll.b, pid, "RssAnon")
+		if h, err := scrapeGauge(ll.metrics[i], "go_memstats_heap_inuse_bytes"); err == nil {
+			s.heap = h / (1 << 20)
+		}
 		s.raftDB = fileMiB(filepath.Join(ll.dataDirs[i], "raft.db"))
 		s.snapshots = dirMiB(filepath.Join(ll.dataDirs[i], "snapshots"))
 		ll.samples = append(ll.samples, s)
+		if ll.csv != nil {
+			fmt.Fprintf(ll.csv, "%.0f,%s,%d,%.3f,%.3f,%.3f,%.0f,%.0f,%.4f,%.4f\n", s.at.Seconds(), n.Name, pid,
+				s.rss, s.anon, s.heap, s.goroutines, s.fds, s.raftDB, s.snapshots)
+		}
 	}
 }
 
@@ -325,7 +346,7 @@ func (ll *longLife) report(total time.Duration) {
 		byPid[s.pid].s = append(byPid[s.pid].s, s)
 	}
 	last := ll.samples[len(ll.samples)-1].at
-	var worstRSSYear, worstRSSSlope, worstGor, worstFD float64
+	var worstRSSYear, worstRSSSlope, worstGor, worstFD, worstHeap float64
 	fitted := 0
 	for _, p := range procs {
 		if !before[p.pid] || p.s[len(p.s)-1].at < last-time.Minute || len(p.s) < 3 {
@@ -334,11 +355,14 @@ func (ll *longLife) report(total time.Duration) {
 		fitted++
 		name := ll.c.Nodes[p.node].Name
 		rss0, rssH := fitPerHour(p.s, func(s llSample) float64 { return s.rss })
+		a0, aH := fitPerHour(p.s, func(s llSample) float64 { return s.anon })
+		h0, hH := fitPerHour(p.s, func(s llSample) float64 { return s.heap })
 		g0, gH := fitPerHour(p.s, func(s llSample) float64 { return s.goroutines })
 		f0, fH := fitPerHour(p.s, func(s llSample) float64 { return s.fds })
-		rssYear := rss0 + max(rssH, 0)*year
-		b.Logf("%s (pid %d, %d samples over the second half): RSS %.1f MiB %+.2f MiB/h (a year: %.0f MiB); goroutines %.0f %+.1f/h; descriptors %.0f %+.2f/h",
-			name, p.pid, len(p.s), rss0, rssH, rssYear, g0, gH, f0, fH)
+		rssYear, rssHow := yearOf(p.s, func(s llSample) float64 { return s.rss }, rssH)
+		b.Logf("%s (pid %d, %d samples over the second half): RSS %.1f MiB %+.2f MiB/h (a year: %.0f MiB, %s), of it anonymous %.1f MiB %+.2f MiB/h; Go heap in use %.2f MiB %+.3f MiB/h; goroutines %.0f %+.1f/h; descriptors %.0f %+.2f/h",
+			name, p.pid, len(p.s), rss0, rssH, rssYear, rssHow, a0, aH, h0, hH, g0, gH, f0, fH)
+		worstHeap = max(worstHeap, hH)
 		worstRSSYear, worstRSSSlope = max(worstRSSYear, rssYear), max(worstRSSSlope, rssH)
 		worstGor, worstFD = max(worstGor, gH), max(worstFD, fH)
 	}
@@ -360,9 +384,9 @@ func (ll *longLife) report(total time.Duration) {
 		}
 		db0, dbH := fitPerHour(s, func(s llSample) float64 { return s.raftDB })
 		sn0, snH := fitPerHour(s, func(s llSample) float64 { return s.snapshots })
-		diskYear := db0 + sn0 + max(dbH+snH, 0)*year
-		b.Logf("%s: raft.db %.2f MiB %+.3f MiB/h, snapshots %.3f MiB %+.4f MiB/h (last %.2f + %.3f MiB); a year: %.1f MiB",
-			n.Name, db0, dbH, sn0, snH, s[len(s)-1].raftDB, s[len(s)-1].snapshots, diskYear)
+		diskYear, diskHow := yearOf(s, func(s llSample) float64 { return s.raftDB + s.snapshots }, dbH+snH)
+		b.Logf("%s: raft.db %.2f MiB %+.3f MiB/h, snapshots %.3f MiB %+.4f MiB/h (last %.2f + %.3f MiB; first snapshot at %s); a year: %.1f MiB (%s)",
+			n.Name, db0, dbH, sn0, snH, s[len(s)-1].raftDB, s[len(s)-1].snapshots, firstSnapshot(ll.samples, i), diskYear, diskHow)
 		worstDiskYear, worstDiskSlope = max(worstDiskYear, diskYear), max(worstDiskSlope, dbH+snH)
 	}
 
@@ -392,6 +416,7 @@ func (ll *longLife) report(total time.Duration) {
 
 	b.ReportMetric(worstRSSSlope, "rss-MiB/h")
 	b.ReportMetric(worstRSSYear, "rss-year-MiB")
+	b.ReportMetric(worstHeap, "heap-MiB/h")
 	b.ReportMetric(worstGor, "goroutines/h")
 	b.ReportMetric(worstFD, "fds/h")
 	b.ReportMetric(worstDiskSlope, "disk-MiB/h")
@@ -399,6 +424,42 @@ func (ll *longLife) report(total time.Duration) {
 	b.ReportMetric(idleRate, "idle-log-lines/h")
 	b.ReportMetric(perKind["kill"], "log-lines/failover")
 	b.ReportMetric(float64(len(ll.events)), "events")
+}
+
+// yearOf extrapolates v to a year from the second half's samples s.
+// A straight line through a quarter of an hour makes a year out of any
+// warm-up or noise (the Go heap breathes by megabytes between
+// collections; raft.db grows until the first compaction, then bolt reuses
+// the pages it freed). So it first asks whether v still grows: if the
+// later half of s peaks no higher than the earlier half (within 2 %, and
+// 0.05 MiB or one unit), v is flat and a year holds its peak; otherwise
+// the line is extended from the last sample.
+func yearOf(s []llSample, v func(llSample) float64, perHour float64) (float64, string) {
+	const year = 365.25 * 24
+	mid := len(s) / 2
+	peak := func(s []llSample) float64 {
+		m := math.Inf(-1)
+		for _, x := range s {
+			m = max(m, v(x))
+		}
+		return m
+	}
+	early, late := peak(s[:mid]), peak(s[mid:])
+	if late <= early+max(early*0.02, 0.05) {
+		return max(early, late), fmt.Sprintf("flat: peak %.2f in the last quarter, %.2f in the one before", late, early)
+	}
+	return v(s[len(s)-1]) + max(perHour, 0)*year, fmt.Sprintf("still growing: peak %.2f in the last quarter, %.2f in the one before; the line extended", late, early)
+}
+
+// firstSnapshot is when node i's data directory first held a snapshot
+// ("none" if it never did).
+func firstSnapshot(samples []llSample, i int) string {
+	for _, x := range samples {
+		if x.node == i && x.snapshots > 0 {
+			return (x.at.Round(time.Second)).String()
+		}
+	}
+	return "none"
 }
 
 // fitPerHour fits v(s) = a + slope·t by least squares and returns the
