@@ -323,7 +323,6 @@ const eventWindow = 30 * time.Second
 func (ll *longLife) report(total time.Duration) {
 	b := ll.b
 	half := total / 2
-	const year = 365.25 * 24 // hours
 
 	// Per process: memory, goroutines, descriptors on the processes that
 	// lived through the whole second half.
