@@ -31,7 +31,7 @@ func TestRaftStreamsAreThin(t *testing.T) {
 			t.Errorf("%s: TCP_THIN_LINEAR_TIMEOUTS = %d (%v), want 1", side, v, gerr)
 		}
 	}
-	conf, err := clusterTLS(keyA, "prod", "a")
+	conf, err := clusterTLS([][]byte{keyA}, "prod", "a")
 	if err != nil {
 		t.Fatal(err)
 	}

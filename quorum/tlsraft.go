@@ -15,7 +15,9 @@ import (
 	"math/big"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -37,29 +39,27 @@ var (
 )
 
 // clusterTLS returns the TLS settings of node self in cluster, for both
-// ends of a raft connection.
-func clusterTLS(key []byte, cluster, self string) (*tls.Config, error) {
-	seed, err := hkdf.Key(sha256.New, key, []byte("fenced raft CA v1"), "cluster "+cluster, ed25519.SeedSize)
-	if err != nil {
-		return nil, fmt.Errorf("raft TLS: deriving the cluster CA: %w", err)
+// ends of a raft connection, under keys (the primary first): the node's
+// certificate is signed by the primary's CA, and a peer's is accepted if
+// it chains to any key's CA (a rotation: see keyring.go).
+func clusterTLS(keys [][]byte, cluster, self string) (*tls.Config, error) {
+	if len(keys) == 0 {
+		return nil, errors.New("raft TLS: no cluster key")
 	}
-	caKey := ed25519.NewKeyFromSeed(seed)
-	caTmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "fenced cluster " + cluster},
-		NotBefore:             certNotBefore,
-		NotAfter:              certNotAfter,
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, caKey.Public(), caKey)
-	if err != nil {
-		return nil, fmt.Errorf("raft TLS: cluster CA: %w", err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return nil, fmt.Errorf("raft TLS: cluster CA: %w", err)
+	pool := x509.NewCertPool()
+	var (
+		ca    *x509.Certificate
+		caKey ed25519.PrivateKey
+	)
+	for i, key := range keys {
+		c, k, err := clusterCA(key, cluster)
+		if err != nil {
+			return nil, err
+		}
+		pool.AddCert(c)
+		if i == 0 {
+			ca, caKey = c, k
+		}
 	}
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -81,8 +81,6 @@ func clusterTLS(key []byte, cluster, self string) (*tls.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raft TLS: node certificate: %w", err)
 	}
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
 	return &tls.Config{
 		MinVersion:   tls.VersionTLS13,
 		Certificates: []tls.Certificate{{Certificate: [][]byte{leafDER}, PrivateKey: priv}},
@@ -91,6 +89,35 @@ func clusterTLS(key []byte, cluster, self string) (*tls.Config, error) {
 		ClientAuth:   tls.RequireAndVerifyClientCert,
 		ServerName:   raftTLSName,
 	}, nil
+}
+
+// clusterCA is the CA of key in cluster: its key is derived from both, and
+// its certificate is the same on every node (Ed25519 signs
+// deterministically), each key's with a key identifier of its own.
+func clusterCA(key []byte, cluster string) (*x509.Certificate, ed25519.PrivateKey, error) {
+	seed, err := hkdf.Key(sha256.New, key, []byte("fenced raft CA v1"), "cluster "+cluster, ed25519.SeedSize)
+	if err != nil {
+		return nil, nil, fmt.Errorf("raft TLS: deriving the cluster CA: %w", err)
+	}
+	caKey := ed25519.NewKeyFromSeed(seed)
+	caTmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "fenced cluster " + cluster},
+		NotBefore:             certNotBefore,
+		NotAfter:              certNotAfter,
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, caKey.Public(), caKey)
+	if err != nil {
+		return nil, nil, fmt.Errorf("raft TLS: cluster CA: %w", err)
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return nil, nil, fmt.Errorf("raft TLS: cluster CA: %w", err)
+	}
+	return ca, caKey, nil
 }
 
 // handshakeTimeout bounds how long a connecting peer may take to prove it
@@ -118,7 +145,9 @@ var raftAdmit = admitLimits{PerSource: 8, Total: 64, PerKnown: 64}
 type tlsStream struct {
 	ln        net.Listener
 	advertise net.Addr
-	conf      *tls.Config
+	// conf is read at each handshake, so that a change of keys (setConf)
+	// applies to new connections and leaves the established ones be.
+	conf      atomic.Pointer[streamConf]
 	admit     *admission
 	refused   *refusals
 	log       *slog.Logger
@@ -139,6 +168,30 @@ type tlsStream struct {
 type streamGuard struct {
 	Known map[netip.Addr]bool
 	Log   *slog.Logger
+	// KeyIDs are the IDs of the keys conf is made of, the primary first.
+	KeyIDs []string
+}
+
+// setConf makes conf (of the keys ids) the settings of the connections
+// made or accepted from now on; established ones keep theirs.
+func (s *tlsStream) setConf(conf *tls.Config, ids []string) {
+	s.conf.Store(newStreamConf(conf, ids))
+}
+
+// streamConf is the TLS settings of a stream and the IDs of the keys they
+// are made of (for the refusals' lines).
+type streamConf struct {
+	tls     *tls.Config
+	ids     string // "a1b2c3d4, e5f6a7b8"
+	primary string
+}
+
+func newStreamConf(conf *tls.Config, ids []string) *streamConf {
+	sc := &streamConf{tls: conf, ids: strings.Join(ids, ", ")}
+	if len(ids) > 0 {
+		sc.primary = ids[0]
+	}
+	return sc
 }
 
 func newTLSStream(bind string, advertise net.Addr, conf *tls.Config, g streamGuard) (*tlsStream, error) {
@@ -150,9 +203,10 @@ func newTLSStream(bind string, advertise net.Addr, conf *tls.Config, g streamGua
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &tlsStream{ln: ln, advertise: advertise, conf: conf,
+	s := &tlsStream{ln: ln, advertise: advertise,
 		admit: newAdmission(raftAdmit, g.Known), refused: newRefusals(log), log: log, timeout: handshakeTimeout,
 		ready: make(chan net.Conn), stop: make(chan struct{}), pending: map[net.Conn]struct{}{}}
+	s.conf.Store(newStreamConf(conf, g.KeyIDs))
 	s.wg.Add(1)
 	go s.acceptLoop()
 	return s, nil
@@ -213,7 +267,8 @@ func (s *tlsStream) acceptLoop() {
 // hands the connection to raft.
 func (s *tlsStream) handshake(raw net.Conn, release func()) {
 	defer s.wg.Done()
-	tc := tls.Server(raw, s.conf)
+	sc := s.conf.Load()
+	tc := tls.Server(raw, sc.tls)
 	raw.SetDeadline(time.Now().Add(s.timeout))
 	err := tc.Handshake()
 	if err == nil {
@@ -231,7 +286,9 @@ func (s *tlsStream) handshake(raw net.Conn, release func()) {
 		default:
 		}
 		reason := "TLS handshake failed (no or wrong cluster key)"
-		if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
+		if r := sc.keyRefusal(err); r != "" {
+			reason = r
+		} else if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
 			reason = "no TLS handshake within " + s.timeout.String()
 		} else if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			reason = "closed before completing the TLS handshake"
@@ -275,9 +332,33 @@ func (s *tlsStream) Close() error {
 	return err
 }
 
-// Dial connects to a peer; the timeout covers the TLS handshake.
+// Dial connects to a peer; the timeout covers the TLS handshake. A peer
+// refused for its keys, or refusing this node's, is logged as the
+// accepting side logs it (raft itself retries, at DEBUG).
 func (s *tlsStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	return tls.DialWithDialer(&net.Dialer{Timeout: timeout, Control: thinControl}, "tcp", string(addr), s.conf)
+	sc := s.conf.Load()
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: timeout, Control: thinControl}, "tcp", string(addr), sc.tls)
+	if err != nil {
+		if r := sc.keyRefusal(err); r != "" {
+			s.refused.note("raft-dial", r, string(addr), err.Error())
+		}
+	}
+	return c, err
+}
+
+// keyRefusal is the refusal reason of a handshake that failed over the
+// keys: the peer's certificate chains to none of this node's keys, or the
+// peer refused this node's; "" for any other failure.
+func (sc *streamConf) keyRefusal(err error) string {
+	var ua x509.UnknownAuthorityError
+	switch {
+	case errors.As(err, &ua):
+		return "TLS handshake refused: the peer's certificate is signed with none of this node's keys (ids " + sc.ids + "): the peer's key was removed or never added"
+	case strings.Contains(err.Error(), "remote error: tls: unknown certificate authority"),
+		strings.Contains(err.Error(), "remote error: tls: bad certificate"):
+		return "TLS handshake refused by the peer: it does not hold this node's primary key (id " + sc.primary + "): add it on the peer, or this node's key was removed there"
+	}
+	return ""
 }
 
 // Addr is the address peers reach this node at.
