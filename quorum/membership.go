@@ -64,8 +64,8 @@ type Member struct {
 
 // MembershipOptions configure gossip.
 type MembershipOptions struct {
-	Self   string
-	Peers  []Peer
+	Self  string
+	Peers []Peer
 	// Keys are the cluster's keys (ReadKeys), the first the primary;
 	// nil = unencrypted. Key alone is the same as Keys of that one key.
 	Keys   [][]byte

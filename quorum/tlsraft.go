@@ -147,11 +147,11 @@ type tlsStream struct {
 	advertise net.Addr
 	// conf is read at each handshake, so that a change of keys (setConf)
 	// applies to new connections and leaves the established ones be.
-	conf      atomic.Pointer[streamConf]
-	admit     *admission
-	refused   *refusals
-	log       *slog.Logger
-	timeout   time.Duration // handshakeTimeout when the stream was made
+	conf    atomic.Pointer[streamConf]
+	admit   *admission
+	refused *refusals
+	log     *slog.Logger
+	timeout time.Duration // handshakeTimeout when the stream was made
 
 	ready chan net.Conn // handshake done, waiting for raft's Accept
 	stop  chan struct{}
