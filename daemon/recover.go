@@ -71,11 +71,11 @@ func Recover(cfg *config.Config, req RecoverRequest) (quorum.Recovered, []string
 // surveyGossip joins gossip on this node's address for wait and returns
 // the other configured nodes seen alive or suspect (each "name (address)").
 func surveyGossip(cfg *config.Config, peers []quorum.Peer, wait time.Duration, log *slog.Logger) ([]string, error) {
-	key, err := clusterKey(cfg)
+	keys, err := clusterKeys(cfg)
 	if err != nil {
 		return nil, err
 	}
-	m, err := quorum.JoinMembership(quorum.MembershipOptions{Self: cfg.Node, Peers: peers, Key: key, Logger: log,
+	m, err := quorum.JoinMembership(quorum.MembershipOptions{Self: cfg.Node, Peers: peers, Keys: keys, Logger: log,
 		Handler: func(_ context.Context, _, method string, _ []byte) ([]byte, error) {
 			return nil, fmt.Errorf("%s: this node is being recovered", method)
 		}}, quorum.Meta{Role: RoleSecondary, Version: "recover"})

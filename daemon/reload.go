@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/fenced/fenced/daemon/api"
 	"github.com/fenced/fenced/daemon/config"
+	"github.com/fenced/fenced/quorum"
 )
 
 // ReloadError is a reload that was refused: the running configuration
@@ -34,7 +36,8 @@ func (e *ReloadError) ErrorKind() string { return api.CodeRefused }
 
 // Reload reads the configuration file again and applies it without a
 // restart: devices (parameters, secrets' files, timeouts, monitor
-// intervals), fence topologies and alerts. The new file is checked first
+// intervals), fence topologies, alerts and the cluster keys of
+// gossip.key_file. The new file is checked first
 // as at start (LoadConfig); a file with problems, or one that changes what
 // only a restart can (config.RestartNeeded), is refused as a whole and the
 // running configuration stays. SIGHUP and `fencectl reload` call it.
@@ -56,6 +59,14 @@ func (d *Daemon) Reload(ctx context.Context) (api.ReloadReply, error) {
 			err = &ReloadError{File: file, Problems: config.Problems{{File: file, Msg: err.Error()}}}
 		}
 	}
+	var keys [][]byte
+	if err == nil {
+		// The key file's path cannot change (RestartNeeded), its keys can:
+		// a rotation is three reloads (README, "Rotating the cluster key").
+		if keys, err = clusterKeys(next); err != nil {
+			err = &ReloadError{File: file, Problems: config.Problems{next.Problem("gossip.key_file", "%s", err.Error())}}
+		}
+	}
 	now := time.Now()
 	if err != nil {
 		var re *ReloadError
@@ -68,6 +79,14 @@ func (d *Daemon) Reload(ctx context.Context) (api.ReloadReply, error) {
 	}
 	running := d.config()
 	changed := config.LiveChanges(running, next)
+	if c, err := d.setKeys(keys); err != nil {
+		err = &ReloadError{File: file, Problems: config.Problems{next.Problem("gossip.key_file", "%s", err.Error())}}
+		d.log.Error("reload refused: the running configuration stays in force", "problem", err.Error())
+		d.setLastReload(&api.ReloadInfo{Time: wallPtr(now), OK: false, Error: err.Error()})
+		return api.ReloadReply{}, err
+	} else if c {
+		changed = append(changed, "gossip.key_file (keys "+strings.Join(quorum.KeyIDs(keys), ", ")+")")
+	}
 	// The fingerprint is the file's, as at start; what cannot change is
 	// then the running configuration's (equal to the file's but for what
 	// start adjusted: the storage's monitor interval).
@@ -92,6 +111,29 @@ func (d *Daemon) Reload(ctx context.Context) (api.ReloadReply, error) {
 		d.log.Warn("configuration", "warning", w.String())
 	}
 	return reply, nil
+}
+
+// setKeys makes keys (primary first) those of gossip and raft from now on,
+// and says whether they changed. Raft's first: its TLS is the one that can
+// fail to build, and a node must not encrypt gossip with a key its raft
+// does not accept yet.
+func (d *Daemon) setKeys(keys [][]byte) (bool, error) {
+	if d.raft == nil || d.members == nil {
+		return false, nil
+	}
+	rc, err := d.raft.SetKeys(keys)
+	if err != nil {
+		return false, err
+	}
+	gc, err := d.members.SetKeys(keys)
+	if err != nil {
+		return false, err
+	}
+	if rc || gc {
+		ids := quorum.KeyIDs(keys)
+		d.log.Info("cluster keys changed", "keys", strings.Join(ids, ","), "primary", ids[0])
+	}
+	return rc || gc, nil
 }
 
 // ConfigFile is the configuration file the daemon runs (and reloads).

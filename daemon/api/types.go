@@ -248,6 +248,9 @@ type SelfStatus struct {
 	NotReady string `json:"notReady,omitempty"`
 	// Watchdog is this node's watchdog device, when one is configured.
 	Watchdog *WatchdogStatus `json:"watchdog,omitempty"`
+	// Keys are the IDs of this node's cluster keys (gossip.key_file), the
+	// primary (the one it encrypts with) first; none in plaintext.
+	Keys []string `json:"keys,omitempty"`
 }
 
 // WatchdogStatus is the node's watchdog: armed while it may hold the
@@ -298,6 +301,10 @@ type NodeStatus struct {
 	// Standby: the replicated state holds the node in standby (never
 	// granted primacy).
 	Standby bool `json:"standby,omitempty"`
+	// Keys are the IDs of the node's cluster keys, the primary first, as
+	// it last advertised them (only the primary's when its gossip
+	// metadata had no room for more); none from an older fenced.
+	Keys []string `json:"keys,omitempty"`
 }
 
 // Record is one entry of the replicated history: a fence, unfence,
