@@ -221,8 +221,9 @@ func TestKeyRotationLossy(t *testing.T) {
 		t.Logf("%s: keys %v on every node, no election, failover or fence (%s)", step.name, ids, time.Since(began).Round(time.Millisecond))
 	}
 
-	// A node that is neither the primary nor the leader restarts with A
-	// alone: it is shut out.
+	// A node that is neither the primary nor the leader restarts, with B:
+	// its raft and gossip connections are all new, under B alone, and it
+	// rejoins without an election.
 	var victim *devcluster.Node
 	for _, n := range c.Nodes {
 		if n.Name != p.Name && n.Name != leader {
@@ -230,15 +231,43 @@ func TestKeyRotationLossy(t *testing.T) {
 		}
 	}
 	rest := slices.DeleteFunc(slices.Clone(c.Nodes), func(n *devcluster.Node) bool { return n == victim })
-	victim.Signal(syscall.SIGTERM)
-	if !victim.Wait(15 * time.Second) {
-		t.Fatalf("%s did not stop after SIGTERM", victim.Name)
+	restart := func() {
+		t.Helper()
+		victim.Signal(syscall.SIGTERM)
+		if !victim.Wait(15 * time.Second) {
+			t.Fatalf("%s did not stop after SIGTERM", victim.Name)
+		}
+		if err := victim.Start(); err != nil {
+			t.Fatal(err)
+		}
 	}
+	rejoin := time.Now()
+	restart()
+	waitUntil(t, victim.Name+" back in gossip and raft with B", 30*time.Second, func() bool {
+		st, err := victim.Status(context.Background())
+		if err != nil || !st.Quorum.Have || st.Quorum.Leader != leader || st.Self.Raft != "follower" {
+			return false
+		}
+		for _, n := range rest {
+			st, err := n.Status(context.Background())
+			if err != nil {
+				return false
+			}
+			for _, o := range st.Nodes {
+				if o.Name == victim.Name && (o.Gossip != "alive" || !slices.Equal(o.Keys, []string{idB})) {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	unchanged(victim.Name+" restarted with B", rest)
+	t.Logf("%s restarted with B alone: back in gossip and raft, no election (%s)", victim.Name, time.Since(rejoin).Round(time.Millisecond))
+
+	// It restarts with A alone: it is shut out.
 	writeKeys(victim.Index, keyA)
 	shut := time.Now()
-	if err := victim.Start(); err != nil {
-		t.Fatal(err)
-	}
+	restart()
 	refusedB := "could not be decrypted with any of this node's keys (ids " + idB + "): the sender's key was removed or never added"
 	refusedA := "could not be decrypted with any of this node's keys (ids " + idA + ")"
 	logged := func(n *devcluster.Node, s string) bool {
