@@ -356,3 +356,52 @@ func TestNodeMetaKeys(t *testing.T) {
 		t.Fatalf("%d bytes, keys %q; want the primary's alone", len(b), got.Keys)
 	}
 }
+
+// TestGossipKeysChangeUnderTraffic: keys added and removed again and again
+// while the members call each other (and probe, and push their metadata):
+// every call is answered, as every node's primary is one all hold, also
+// while a key leaves the middle of the ring (setMemberlistKeys reorders it
+// first).
+func TestGossipKeysChangeUnderTraffic(t *testing.T) {
+	a, b, _ := gossipPair(t, &logRecords{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stop := make(chan struct{})
+	errs := make(chan error, 1)
+	calls := 0
+	go func() {
+		defer close(errs)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := callSize(ctx, a, 100); err != nil {
+				errs <- err
+				return
+			}
+			calls++
+		}
+	}()
+	keyC := bytes.Repeat([]byte{10}, 32)
+	for range 30 {
+		// B removed from the middle of the ring, A first throughout.
+		for _, keys := range [][][]byte{{keyA, keyB, keyC}, {keyA, keyC}} {
+			for _, m := range []*Membership{a, b} {
+				if _, err := m.SetKeys(keys); err != nil {
+					t.Fatal(err)
+				}
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	close(stop)
+	if err := <-errs; err != nil {
+		t.Fatalf("call while the keys change: %v", err)
+	}
+	if calls == 0 {
+		t.Fatal("no call made")
+	}
+	t.Logf("%d calls while the keys changed 120 times", calls)
+}
