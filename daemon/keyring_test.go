@@ -175,6 +175,15 @@ func TestKeyRotationLossy(t *testing.T) {
 		}
 	}
 
+	// A bad key file is refused, naming its line, and the keys stay.
+	os.WriteFile(keyFile(0), []byte(base64.StdEncoding.EncodeToString(keyA)+"\nnot a key\n"), 0o600)
+	if _, err := reload(t, c.Nodes[0]); err == nil || !strings.Contains(err.Error(), keyFile(0)+" line 2: not base64") {
+		t.Fatalf("reload of a bad key file: %v", err)
+	}
+	if st, err := c.Nodes[0].Status(context.Background()); err != nil || !slices.Equal(st.Self.Keys, []string{idA}) {
+		t.Fatalf("after a refused reload: keys %v (%v)", st.Self.Keys, err)
+	}
+
 	for _, step := range []struct {
 		name string
 		keys [][]byte
