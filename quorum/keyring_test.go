@@ -405,3 +405,40 @@ func TestGossipKeysChangeUnderTraffic(t *testing.T) {
 	}
 	t.Logf("%d calls while the keys changed 120 times", calls)
 }
+
+// FuzzParseKeys: any file either parses to 1 to MaxKeys distinct keys of
+// AES sizes, or is refused with an error that names the file and shows no
+// line of it.
+func FuzzParseKeys(f *testing.F) {
+	f.Add([]byte(b64(keyA) + "\n"))
+	f.Add([]byte("# c\n\n" + b64(keyB) + "\n" + b64(keyA)))
+	f.Add([]byte(b64(keyA) + "\n" + b64(keyA)))
+	f.Add([]byte("not base64\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		keys, err := ParseKeys("/etc/fenced/gossip.key", b)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "gossip.key_file /etc/fenced/gossip.key") {
+				t.Fatalf("error without the file: %v", err)
+			}
+			for _, line := range strings.Split(string(b), "\n") {
+				if s := strings.TrimSpace(line); len(s) >= 16 && strings.Contains(err.Error(), s) {
+					t.Fatalf("error shows a line of the file: %v", err)
+				}
+			}
+			return
+		}
+		if len(keys) == 0 || len(keys) > MaxKeys {
+			t.Fatalf("%d keys", len(keys))
+		}
+		for i, k := range keys {
+			if l := len(k); l != 16 && l != 24 && l != 32 {
+				t.Fatalf("key of %d bytes", l)
+			}
+			for _, o := range keys[:i] {
+				if bytes.Equal(k, o) {
+					t.Fatal("the same key twice")
+				}
+			}
+		}
+	})
+}
