@@ -138,7 +138,8 @@ type ReloadReply struct {
 	Node          string `json:"node"`
 	File          string `json:"file"`
 	// Changed are the keys that changed and apply now (devices, fence
-	// topologies, alerts); empty when the file was the same.
+	// topologies, alerts, and "gossip.key_file (keys ID, …)" when the key
+	// file's keys changed); empty when nothing did.
 	Changed     []string `json:"changed"`
 	Fingerprint string   `json:"fingerprint"`
 	// Committed is the cluster's fingerprint; Match whether the node's is it.
