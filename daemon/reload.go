@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -130,7 +131,27 @@ func (d *Daemon) setKeys(keys [][]byte) (bool, error) {
 		return false, err
 	}
 	// Each logged its change (IDs only); "configuration reloaded" lists it.
+	if gc {
+		d.warnKeysNotHeld(quorum.KeyID(keys[0]))
+	}
 	return rc || gc, nil
+}
+
+// warnKeysNotHeld warns of the nodes in gossip that, as they last
+// advertised, lack primary, the key this node now encrypts with: they cannot
+// read it until they have it (a rotation's second step begun before the
+// first ended everywhere). Not refused: shutting a node out is what removing
+// its key is for.
+func (d *Daemon) warnKeysNotHeld(primary string) {
+	for _, m := range d.members.Members() {
+		if m.Name == d.self || m.Meta.Keys == "" || m.State != "alive" && m.State != "suspect" {
+			continue
+		}
+		if held := strings.Split(m.Meta.Keys, ","); !slices.Contains(held, primary) {
+			d.log.Warn("cluster keys: this node now encrypts with a key another node does not hold: that node cannot read this one until it has it",
+				"key", primary, "peer", m.Name, "peer_keys", m.Meta.Keys)
+		}
+	}
 }
 
 // ConfigFile is the configuration file the daemon runs (and reloads).
