@@ -134,6 +134,20 @@ func (d *Daemon) setKeys(keys [][]byte) (bool, error) {
 	if gc {
 		d.warnKeysNotHeld(quorum.KeyID(keys[0]))
 	}
+	if rc {
+		// A peer keeps its raft connections made under a removed key
+		// while it encrypts with a key this node holds, as it last
+		// advertised (a node it knows nothing of keeps them too).
+		ours := quorum.KeyIDs(keys)
+		d.raft.CloseRemovedKeyConns(func(peer string) bool {
+			m, ok := d.members.LastMeta(peer)
+			if !ok || m.Keys == "" {
+				return true
+			}
+			primary, _, _ := strings.Cut(m.Keys, ",")
+			return slices.Contains(ours, primary)
+		})
+	}
 	return rc || gc, nil
 }
 

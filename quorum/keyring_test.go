@@ -131,7 +131,8 @@ func TestKeyRingBeacons(t *testing.T) {
 // TestRaftTLSEitherKey: a raft stream accepts a peer whose certificate is
 // of any of its keys and presents its primary's; a peer holding only a
 // removed key is refused on both ends, each logging why with the key IDs;
-// a change of keys leaves an established connection working.
+// a change of keys leaves an established connection working, until
+// closeRemoved closes those made under a removed key.
 func TestRaftTLSEitherKey(t *testing.T) {
 	logs := &logRecords{}
 	confAB, err := clusterTLS([][]byte{keyA, keyB}, "prod", "a")
@@ -222,6 +223,37 @@ func TestRaftTLSEitherKey(t *testing.T) {
 	}
 	if _, err := io.ReadFull(held, make([]byte, 1)); err != nil {
 		t.Fatalf("established connection after the change: %v", err)
+	}
+	held.SetDeadline(time.Time{})
+
+	// closeRemoved: a peer whose connection was made under A keeps it
+	// while keep says it can connect again; else it is closed. One made
+	// under B stays whatever keep says.
+	heldB, err := dial(keyB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer heldB.Close()
+	echoes := func(c *tls.Conn) bool {
+		c.SetDeadline(time.Now().Add(2 * time.Second))
+		defer c.SetDeadline(time.Time{})
+		if _, err := c.Write([]byte("z")); err != nil {
+			return false
+		}
+		_, err := io.ReadFull(c, make([]byte, 1))
+		return err == nil
+	}
+	if closed := s.closeRemoved(func(string) bool { return true }); len(closed) != 0 || !echoes(held) {
+		t.Fatalf("closed %v though kept", closed)
+	}
+	if closed := s.closeRemoved(func(string) bool { return false }); !slices.Equal(closed, []string{"b"}) {
+		t.Fatalf("closed the connections of %v, want b's made under A", closed)
+	}
+	if echoes(held) {
+		t.Fatal("the connection made under the removed key still works")
+	}
+	if !echoes(heldB) {
+		t.Fatal("the connection made under B was closed")
 	}
 
 	// The refusing side's lines name the keys.

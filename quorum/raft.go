@@ -135,6 +135,24 @@ func (q *Raft) SetKeys(keys [][]byte) (bool, error) {
 	return true, nil
 }
 
+// CloseRemovedKeyConns closes the established raft connections whose
+// peer's certificate chains to none of this node's keys now, unless
+// keep(peer) says the peer holds keys it can connect again with (as its
+// gossip says). A rotation's connections, all made under the old key,
+// stay; a node left with only a removed key loses them, and the new ones
+// it tries are refused: it is shut out of raft as of gossip. It returns
+// the peers whose connections it closed.
+func (q *Raft) CloseRemovedKeyConns(keep func(peer string) bool) []string {
+	if q.tls == nil {
+		return nil
+	}
+	closed := q.tls.stream.closeRemoved(keep)
+	for _, p := range closed {
+		q.log.Warn("raft: closed the connections of a peer whose certificate is of a removed key and that holds none of this node's keys", "peer", p)
+	}
+	return closed
+}
+
 // raftConfig builds raft's configuration around hb, the followers'
 // heartbeat timeout (derived from the lease by the daemon).
 func raftConfig(self string, hb time.Duration, log *slog.Logger) *raft.Config {

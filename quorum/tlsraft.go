@@ -15,6 +15,7 @@ import (
 	"math/big"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -161,6 +162,9 @@ type tlsStream struct {
 	mu      sync.Mutex
 	shut    bool                  // Close began
 	pending map[net.Conn]struct{} // in their handshake; closed at Close
+
+	connsMu sync.Mutex
+	conns   map[*keyedConn]struct{} // established (accepted or dialled), until closed
 }
 
 // streamGuard says whose connections the stream layer favours (the
@@ -205,7 +209,7 @@ func newTLSStream(bind string, advertise net.Addr, conf *tls.Config, g streamGua
 	}
 	s := &tlsStream{ln: ln, advertise: advertise,
 		admit: newAdmission(raftAdmit, g.Known), refused: newRefusals(log), log: log, timeout: handshakeTimeout,
-		ready: make(chan net.Conn), stop: make(chan struct{}), pending: map[net.Conn]struct{}{}}
+		ready: make(chan net.Conn), stop: make(chan struct{}), pending: map[net.Conn]struct{}{}, conns: map[*keyedConn]struct{}{}}
 	s.conf.Store(newStreamConf(conf, g.KeyIDs))
 	s.wg.Add(1)
 	go s.acceptLoop()
@@ -296,11 +300,74 @@ func (s *tlsStream) handshake(raw net.Conn, release func()) {
 		s.refused.note("raft", reason, raw.RemoteAddr().String(), err.Error())
 		return
 	}
+	kc := s.track(tc)
 	select {
-	case s.ready <- tc:
+	case s.ready <- kc:
 	case <-s.stop:
-		tc.Close()
+		kc.Close()
 	}
+}
+
+// keyedConn is an established raft connection, known to its stream until
+// it is closed (closeRemoved looks at its peer's certificate).
+type keyedConn struct {
+	*tls.Conn
+	s    *tlsStream
+	once sync.Once
+}
+
+func (c *keyedConn) Close() error {
+	c.once.Do(func() {
+		c.s.connsMu.Lock()
+		delete(c.s.conns, c)
+		c.s.connsMu.Unlock()
+	})
+	return c.Conn.Close()
+}
+
+func (s *tlsStream) track(tc *tls.Conn) *keyedConn {
+	kc := &keyedConn{Conn: tc, s: s}
+	s.connsMu.Lock()
+	s.conns[kc] = struct{}{}
+	s.connsMu.Unlock()
+	return kc
+}
+
+// closeRemoved closes the established connections whose peer's certificate
+// chains to none of this node's keys now (it was made under a key since
+// removed), unless keep(peer) says the peer holds keys it can connect
+// again with: a rotation's connections stay, a node left with only a
+// removed key loses them. It returns the peers whose connections it
+// closed, each once.
+func (s *tlsStream) closeRemoved(keep func(peer string) bool) []string {
+	roots := s.conf.Load().tls.RootCAs
+	s.connsMu.Lock()
+	conns := make([]*keyedConn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.connsMu.Unlock()
+	var closed []string
+	for _, c := range conns {
+		certs := c.ConnectionState().PeerCertificates
+		if len(certs) == 0 {
+			continue
+		}
+		inter := x509.NewCertPool()
+		for _, ic := range certs[1:] {
+			inter.AddCert(ic)
+		}
+		_, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
+		peer := certs[0].Subject.CommonName
+		if err == nil || keep(peer) {
+			continue
+		}
+		c.Close()
+		if !slices.Contains(closed, peer) {
+			closed = append(closed, peer)
+		}
+	}
+	return closed
 }
 
 // Accept returns the next connection whose peer completed the handshake.
@@ -342,8 +409,9 @@ func (s *tlsStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Co
 		if r := sc.keyRefusal(err); r != "" {
 			s.refused.note("raft-dial", r, string(addr), err.Error())
 		}
+		return nil, err
 	}
-	return c, err
+	return s.track(c), nil
 }
 
 // keyRefusal is the refusal reason of a handshake that failed over the

@@ -213,7 +213,7 @@ func TestRaftStreamHandshakeFirst(t *testing.T) {
 	defer tc.Close()
 	select {
 	case c := <-accepted:
-		if st := c.(*tls.Conn).ConnectionState(); !st.HandshakeComplete || len(st.PeerCertificates) == 0 || st.PeerCertificates[0].Subject.CommonName != "b" {
+		if st := c.(interface{ ConnectionState() tls.ConnectionState }).ConnectionState(); !st.HandshakeComplete || len(st.PeerCertificates) == 0 || st.PeerCertificates[0].Subject.CommonName != "b" {
 			t.Fatalf("handed over before the handshake, or without the peer's certificate: %+v", st)
 		}
 	case <-time.After(5 * time.Second):
