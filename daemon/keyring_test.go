@@ -29,9 +29,11 @@ const rotationLoss = 25
 // packets, rotates its cluster key from A to B in three rolling reloads (add
 // B, make B first, remove A). After each step the holder, the epoch and
 // every node's raft term are unchanged, no fence was recorded, and every
-// node shows every other's keys. Then a node restarted with A alone is shut
-// out: it is not a member, it has no quorum, and both sides log the refusal
-// naming their key IDs. Needs root.
+// node shows every other's keys. A follower restarted with B alone rejoins
+// (all its connections new, under B). The two others then rotate on to C
+// while it runs on with B: it is shut out of gossip and, at the last step,
+// of raft, with no election among the others; started again with B alone it
+// stays out. Both sides log the refusals with their key IDs. Needs root.
 func TestKeyRotationLossy(t *testing.T) {
 	if os.Geteuid() != 0 {
 		if testing.Short() {
@@ -81,6 +83,7 @@ func TestKeyRotationLossy(t *testing.T) {
 			t.Errorf("BMC password found in logs: %v", leaks)
 		}
 		if t.Failed() {
+			t.Logf("whole logs kept in %s", keepLogs(c))
 			for _, nd := range c.Nodes {
 				b, _ := os.ReadFile(nd.Log)
 				t.Logf("---- %s log (last 4000 bytes) ----\n%s", nd.Name, tail(string(b), 4000))
@@ -184,51 +187,62 @@ func TestKeyRotationLossy(t *testing.T) {
 		t.Fatalf("after a refused reload: keys %v (%v)", st.Self.Keys, err)
 	}
 
-	for _, step := range []struct {
-		name string
-		keys [][]byte
-	}{
-		{"add B", [][]byte{keyA, keyB}},
-		{"make B first", [][]byte{keyB, keyA}},
-		{"remove A", [][]byte{keyB}},
-	} {
-		began := time.Now()
-		ids := quorum.KeyIDs(step.keys)
-		for i, n := range c.Nodes {
-			writeKeys(i, step.keys...)
-			r, err := reload(t, n)
-			if err != nil {
-				t.Fatalf("%s: reload %s: %v", step.name, n.Name, err)
-			}
-			want := "gossip.key_file (keys " + strings.Join(ids, ", ") + ")"
-			if !slices.Contains(r.Changed, want) {
-				t.Fatalf("%s: %s reload changed %q, want %q", step.name, n.Name, r.Changed, want)
-			}
-			st, err := n.Status(context.Background())
-			if err != nil || !slices.Equal(st.Self.Keys, ids) {
-				t.Fatalf("%s: %s shows keys %v (%v), want %v", step.name, n.Name, st.Self.Keys, err, ids)
-			}
+	// rotate runs the three rolling reloads from key old to key nw on
+	// nodes (the others keep their keys), checking after each step.
+	rotate := func(nodes []*devcluster.Node, old, nw []byte, oldName, newName string) {
+		t.Helper()
+		names := map[string]bool{}
+		for _, n := range nodes {
+			names[n.Name] = true
 		}
-		// Gossip carries each node's keys to the others: it reads them.
-		waitUntil(t, step.name+": every node shows every node's keys", 20*time.Second, func() bool {
-			for _, n := range c.Nodes {
-				st, err := n.Status(context.Background())
+		for _, step := range []struct {
+			name string
+			keys [][]byte
+		}{
+			{"add " + newName, [][]byte{old, nw}},
+			{"make " + newName + " first", [][]byte{nw, old}},
+			{"remove " + oldName, [][]byte{nw}},
+		} {
+			began := time.Now()
+			ids := quorum.KeyIDs(step.keys)
+			for _, n := range nodes {
+				writeKeys(n.Index, step.keys...)
+				r, err := reload(t, n)
 				if err != nil {
-					return false
+					t.Fatalf("%s: reload %s: %v", step.name, n.Name, err)
 				}
-				for _, o := range st.Nodes {
-					if !slices.Equal(o.Keys, ids) {
+				want := "gossip.key_file (keys " + strings.Join(ids, ", ") + ")"
+				if !slices.Contains(r.Changed, want) {
+					t.Fatalf("%s: %s reload changed %q, want %q", step.name, n.Name, r.Changed, want)
+				}
+				st, err := n.Status(context.Background())
+				if err != nil || !slices.Equal(st.Self.Keys, ids) {
+					t.Fatalf("%s: %s shows keys %v (%v), want %v", step.name, n.Name, st.Self.Keys, err, ids)
+				}
+			}
+			// Gossip carries each node's keys to the others: it reads them.
+			waitUntil(t, step.name+": every node shows every node's keys", 20*time.Second, func() bool {
+				for _, n := range nodes {
+					st, err := n.Status(context.Background())
+					if err != nil {
 						return false
 					}
+					for _, o := range st.Nodes {
+						if names[o.Name] && !slices.Equal(o.Keys, ids) {
+							return false
+						}
+					}
 				}
-			}
-			return true
-		})
-		// Some renewals and probes under the loss with the new keys.
-		time.Sleep(3 * time.Second)
-		unchanged(step.name, c.Nodes)
-		t.Logf("%s: keys %v on every node, no election, failover or fence (%s)", step.name, ids, time.Since(began).Round(time.Millisecond))
+				return true
+			})
+			// Renewals (one a heartbeat), beacons and probes under the
+			// loss with the new keys, for two thirds of a lease.
+			time.Sleep(config.Default().Timing.Lease.D() * 2 / 3)
+			unchanged(step.name, nodes)
+			t.Logf("%s: keys %v on %d nodes, no election, failover or fence (%s)", step.name, ids, len(nodes), time.Since(began).Round(time.Millisecond))
+		}
 	}
+	rotate(c.Nodes, keyA, keyB, "A", "B")
 
 	// A node that is neither the primary nor the leader restarts, with B:
 	// its raft and gossip connections are all new, under B alone, and it
@@ -240,6 +254,24 @@ func TestKeyRotationLossy(t *testing.T) {
 		}
 	}
 	rest := slices.DeleteFunc(slices.Clone(c.Nodes), func(n *devcluster.Node) bool { return n == victim })
+	// logged says whether a line of n's log since mark holds every one of
+	// parts.
+	offsets := map[string]int{}
+	mark := func() {
+		for _, n := range c.Nodes {
+			b, _ := os.ReadFile(n.Log)
+			offsets[n.Name] = len(b)
+		}
+	}
+	logged := func(n *devcluster.Node, parts ...string) bool {
+		b, _ := os.ReadFile(n.Log)
+		for _, l := range strings.Split(string(b[min(offsets[n.Name], len(b)):]), "\n") {
+			if !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(l, p) }) {
+				return true
+			}
+		}
+		return false
+	}
 	restart := func() {
 		t.Helper()
 		victim.Signal(syscall.SIGTERM)
@@ -273,54 +305,84 @@ func TestKeyRotationLossy(t *testing.T) {
 	unchanged(victim.Name+" restarted with B", rest)
 	t.Logf("%s restarted with B alone: back in gossip and raft, no election (%s)", victim.Name, time.Since(rejoin).Round(time.Millisecond))
 
-	// It restarts with A alone: it is shut out.
-	writeKeys(victim.Index, keyA)
-	shut := time.Now()
-	restart()
-	refusedB := "could not be decrypted with any of this node's keys (ids " + idB + "): the sender's key was removed or never added"
-	refusedA := "could not be decrypted with any of this node's keys (ids " + idA + ")"
-	logged := func(n *devcluster.Node, s string) bool {
-		b, _ := os.ReadFile(n.Log)
-		return strings.Contains(string(b), s)
+	// The two others rotate on to key C while it runs on, left with B: it
+	// is shut out of gossip (it reads none of theirs) and, at the last
+	// step, of raft (its connections, made under B, are closed and new
+	// ones refused).
+	keyC := make([]byte, 32)
+	rand.Read(keyC)
+	idC := quorum.KeyID(keyC)
+	left := time.Now()
+	mark()
+	rotate(rest, keyB, keyC, "B", "C")
+	undecryptable := func(ids ...string) string {
+		return "could not be decrypted with any of this node's keys (ids " + strings.Join(ids, ", ") + "): the sender's key was removed or never added"
 	}
-	waitUntil(t, "the members log the refusal of "+victim.Name+"'s gossip", 20*time.Second, func() bool {
-		for _, n := range rest {
-			if !logged(n, refusedB) {
+	// shutOut checks that victim, of key id alone, is out: the others log
+	// that its gossip does not decrypt with theirs (and, closing, raft),
+	// it logs that theirs does not with its own, it has no quorum, and
+	// no other node sees it, nor it any.
+	shutOut := func(what, id string, closedRaft bool) {
+		t.Helper()
+		began := time.Now()
+		waitUntil(t, what+": the refusals logged on both sides", 20*time.Second, func() bool {
+			for _, n := range rest {
+				if !logged(n, undecryptable(idC)) {
+					return false
+				}
+				// The leader replicates to it, so it has connections to
+				// close (a follower may have none).
+				if closedRaft && n.Name == leader && !logged(n, "raft: closed the connections of a peer whose certificate is of a removed key", "peer="+victim.Name) {
+					return false
+				}
+			}
+			return logged(victim, undecryptable(id))
+		})
+		refused := time.Since(began)
+		waitUntil(t, what+": "+victim.Name+" without quorum, seen by none", 30*time.Second, func() bool {
+			st, err := victim.Status(context.Background())
+			if err != nil || st.Quorum.Have || st.Self.Acting || !slices.Equal(st.Self.Keys, []string{id}) {
 				return false
 			}
-		}
-		return logged(victim, refusedA)
-	})
-	// Long enough for several joins and elections of its own.
-	time.Sleep(5 * time.Second)
-	for _, n := range rest {
-		st, err := n.Status(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, o := range st.Nodes {
-			if o.Name == victim.Name && (o.Gossip == "alive" || o.Gossip == "suspect") {
-				t.Fatalf("%s sees %s, of the removed key alone, as %s", n.Name, victim.Name, o.Gossip)
+			for _, o := range st.Nodes {
+				if o.Name != victim.Name && (o.Gossip == "alive" || o.Gossip == "suspect") {
+					return false
+				}
 			}
+			for _, n := range rest {
+				st, err := n.Status(context.Background())
+				if err != nil {
+					return false
+				}
+				for _, o := range st.Nodes {
+					if o.Name == victim.Name && (o.Gossip == "alive" || o.Gossip == "suspect") {
+						return false
+					}
+				}
+			}
+			return true
+		})
+		t.Logf("%s: refusals logged on both sides after %s, %s out of gossip and quorum after %s", what,
+			refused.Round(time.Millisecond), victim.Name, time.Since(began).Round(time.Millisecond))
+		// Long enough for several joins and elections of its own.
+		time.Sleep(3 * time.Second)
+		if st, err := victim.Status(context.Background()); err != nil || st.Quorum.Have {
+			t.Fatalf("%s: %s has quorum again (%v)", what, victim.Name, err)
 		}
+		unchanged(what, rest)
 	}
-	st, err := victim.Status(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Quorum.Have || st.Self.Acting || !slices.Equal(st.Self.Keys, []string{idA}) {
-		t.Fatalf("%s, of the removed key alone: quorum %v, acting %v, keys %v", victim.Name, st.Quorum.Have, st.Self.Acting, st.Self.Keys)
-	}
-	for _, o := range st.Nodes {
-		if o.Name != victim.Name && o.Gossip == "alive" {
-			t.Fatalf("%s, of the removed key alone, sees %s alive", victim.Name, o.Name)
-		}
-	}
-	unchanged("shut out", rest)
+	shutOut("left with B", idB, true)
+	t.Logf("%s, running, left with B while the others moved to C: shut out of gossip and raft, no election (%s)", victim.Name, time.Since(left).Round(time.Millisecond))
+
+	// Started again with B alone, it stays out.
+	shut := time.Now()
+	mark()
+	restart()
+	shutOut("started with B", idB, false)
 	var raftRefused bool
 	for _, n := range rest {
 		raftRefused = raftRefused || logged(n, "TLS handshake refused")
 	}
-	t.Logf("%s shut out with key %s alone (%s): not a member, no quorum, refusals logged (raft's too: %v); total %s",
-		victim.Name, idA, time.Since(shut).Round(time.Millisecond), raftRefused, time.Since(start).Round(time.Millisecond))
+	t.Logf("%s started with the removed key B alone: shut out (%s; raft's refusals logged: %v); total %s",
+		victim.Name, time.Since(shut).Round(time.Millisecond), raftRefused, time.Since(start).Round(time.Millisecond))
 }
