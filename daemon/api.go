@@ -241,6 +241,13 @@ func (d *Daemon) StatusNow() Status {
 			c := m.Contact.UTC().Truncate(time.Millisecond)
 			ns.LastContact = &c
 		}
+		if m.Name == d.self {
+			ns.Keys = d.members.KeyIDs()
+		} else if m.Meta.Keys != "" {
+			// As last advertised, also of a node gone: one shut out by a
+			// removed key shows the keys it had.
+			ns.Keys = strings.Split(m.Meta.Keys, ",")
+		}
 		if m.State == "alive" || m.State == "suspect" {
 			letters[m.Name] = m.Meta.Resources
 		} else {
@@ -259,7 +266,8 @@ func (d *Daemon) StatusNow() Status {
 	s.Resources = resourcePlaces(d.self, d.resourceStatus(), s.Nodes, letters, fencedNodes(st))
 	s.Self = api.SelfStatus{Role: d.Role(), Acting: d.Acting(), Epoch: d.Epoch(), KnownEpoch: st.Epoch,
 		LeaseLeftSec: d.LeaseLeft().Seconds(), Storage: d.Storage(), Raft: d.raft.RaftState(), Term: d.raft.Term(),
-		Standby: st.Standby[d.self], Ineligible: d.Ineligible(), NotReady: d.sessionsReason(), Watchdog: d.watchdogStatus()}
+		Standby: st.Standby[d.self], Ineligible: d.Ineligible(), NotReady: d.sessionsReason(), Watchdog: d.watchdogStatus(),
+		Keys: d.members.KeyIDs()}
 	s.FencePaths = d.fencePaths()
 	s.Config = d.configStatus(s.Nodes)
 	v := d.versionView()

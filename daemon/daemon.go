@@ -246,7 +246,7 @@ func open(cfg *config.Config, opts Options) (*Daemon, error) {
 		return reset(reason)
 	}
 	peers := peersOf(cfg)
-	key, err := clusterKey(cfg)
+	keys, err := clusterKeys(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -299,7 +299,7 @@ func open(cfg *config.Config, opts Options) (*Daemon, error) {
 		}
 	}
 	ro.Self, ro.Peers, ro.DataDir = cfg.Node, peers, cfg.DataDir
-	ro.Key, ro.Cluster = key, cfg.Cluster.Name
+	ro.Keys, ro.Cluster = keys, cfg.Cluster.Name
 	ro.HeartbeatTimeout = cfg.Timing.Tenure().Raft().HeartbeatTimeout
 	ro.HistoryLimit, ro.Logger = cfg.History.Limit, d.log.With("component", "raft")
 	closeListeners := func() {
@@ -317,7 +317,7 @@ func open(cfg *config.Config, opts Options) (*Daemon, error) {
 	// The raft log holds data_dir: no other daemon writes the journal.
 	d.fence.leftOpen = openSessionJournal(cfg, ro.InMemory, d.fence.engine, d.log.With("component", "sessions"))
 	m, err := quorum.JoinMembership(quorum.MembershipOptions{
-		Self: cfg.Node, Peers: peers, Key: key, Transport: opts.GossipTransport,
+		Self: cfg.Node, Peers: peers, Keys: keys, Transport: opts.GossipTransport,
 		Logger: d.log, Handler: d.handleForward,
 	}, d.meta())
 	if err != nil {
@@ -356,13 +356,14 @@ func open(cfg *config.Config, opts Options) (*Daemon, error) {
 	return d, nil
 }
 
-// clusterKey is the cluster key of gossip.key_file (nil in plaintext): it
-// encrypts gossip and roots raft's mutual TLS.
-func clusterKey(cfg *config.Config) ([]byte, error) {
+// clusterKeys are the cluster keys of gossip.key_file, the primary first
+// (nil in plaintext): they encrypt gossip and root raft's mutual TLS. A
+// reload reads them again (reloadKeys).
+func clusterKeys(cfg *config.Config) ([][]byte, error) {
 	if cfg.Gossip.KeyFile == "" {
 		return nil, nil
 	}
-	return quorum.ReadKey(cfg.Gossip.KeyFile)
+	return quorum.ReadKeys(cfg.Gossip.KeyFile)
 }
 
 func peersOf(cfg *config.Config) []quorum.Peer {

@@ -203,7 +203,7 @@ func checkFiles(cfg *config.Config, witness bool) config.Problems {
 	var ps config.Problems
 	add := func(path, msg string) { ps = append(ps, cfg.Problem(path, "%s", msg)) }
 	if f := cfg.Gossip.KeyFile; f != "" {
-		if _, err := quorum.ReadKey(f); err != nil {
+		if _, err := quorum.ReadKeys(f); err != nil {
 			// The path names the key; the message needs only its file.
 			msg := strings.TrimPrefix(strings.TrimPrefix(err.Error(), "gossip.key_file: "), "gossip.key_file ")
 			if errors.Is(err, fs.ErrNotExist) {

@@ -91,11 +91,11 @@ func surveyGossip(cfg *config.Config, peers []quorum.Peer, wait time.Duration, l
 // (called with the members after each look) says so or wait has passed.
 // It returns the members of the last look.
 func surveyMembers(cfg *config.Config, peers []quorum.Peer, wait time.Duration, as string, log *slog.Logger, enough func([]quorum.Member) bool) ([]quorum.Member, error) {
-	key, err := clusterKey(cfg)
+	keys, err := clusterKeys(cfg)
 	if err != nil {
 		return nil, err
 	}
-	m, err := quorum.JoinMembership(quorum.MembershipOptions{Self: cfg.Node, Peers: peers, Key: key, Logger: log,
+	m, err := quorum.JoinMembership(quorum.MembershipOptions{Self: cfg.Node, Peers: peers, Keys: keys, Logger: log,
 		Handler: func(_ context.Context, _, method string, _ []byte) ([]byte, error) {
 			return nil, fmt.Errorf("%s: this node is not started yet", method)
 		}}, quorum.Meta{Role: RoleSecondary, Version: as})

@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/fenced/fenced/daemon/api"
 	"github.com/fenced/fenced/daemon/config"
+	"github.com/fenced/fenced/quorum"
 )
 
 // ReloadError is a reload that was refused: the running configuration
@@ -34,7 +37,8 @@ func (e *ReloadError) ErrorKind() string { return api.CodeRefused }
 
 // Reload reads the configuration file again and applies it without a
 // restart: devices (parameters, secrets' files, timeouts, monitor
-// intervals), fence topologies and alerts. The new file is checked first
+// intervals), fence topologies, alerts and the cluster keys of
+// gossip.key_file. The new file is checked first
 // as at start (LoadConfig); a file with problems, or one that changes what
 // only a restart can (config.RestartNeeded), is refused as a whole and the
 // running configuration stays. SIGHUP and `fencectl reload` call it.
@@ -56,6 +60,14 @@ func (d *Daemon) Reload(ctx context.Context) (api.ReloadReply, error) {
 			err = &ReloadError{File: file, Problems: config.Problems{{File: file, Msg: err.Error()}}}
 		}
 	}
+	var keys [][]byte
+	if err == nil {
+		// The key file's path cannot change (RestartNeeded), its keys can:
+		// a rotation is three reloads (README, "Rotating the cluster key").
+		if keys, err = clusterKeys(next); err != nil {
+			err = &ReloadError{File: file, Problems: config.Problems{next.Problem("gossip.key_file", "%s", err.Error())}}
+		}
+	}
 	now := time.Now()
 	if err != nil {
 		var re *ReloadError
@@ -68,6 +80,14 @@ func (d *Daemon) Reload(ctx context.Context) (api.ReloadReply, error) {
 	}
 	running := d.config()
 	changed := config.LiveChanges(running, next)
+	if c, err := d.setKeys(keys); err != nil {
+		err = &ReloadError{File: file, Problems: config.Problems{next.Problem("gossip.key_file", "%s", err.Error())}}
+		d.log.Error("reload refused: the running configuration stays in force", "problem", err.Error())
+		d.setLastReload(&api.ReloadInfo{Time: wallPtr(now), OK: false, Error: err.Error()})
+		return api.ReloadReply{}, err
+	} else if c {
+		changed = append(changed, "gossip.key_file (keys "+strings.Join(quorum.KeyIDs(keys), ", ")+")")
+	}
 	// The fingerprint is the file's, as at start; what cannot change is
 	// then the running configuration's (equal to the file's but for what
 	// start adjusted: the storage's monitor interval).
@@ -92,6 +112,60 @@ func (d *Daemon) Reload(ctx context.Context) (api.ReloadReply, error) {
 		d.log.Warn("configuration", "warning", w.String())
 	}
 	return reply, nil
+}
+
+// setKeys makes keys (primary first) those of gossip and raft from now on,
+// and says whether they changed. Raft's first: its TLS is the one that can
+// fail to build, and a node must not encrypt gossip with a key its raft
+// does not accept yet.
+func (d *Daemon) setKeys(keys [][]byte) (bool, error) {
+	if d.raft == nil || d.members == nil {
+		return false, nil
+	}
+	rc, err := d.raft.SetKeys(keys)
+	if err != nil {
+		return false, err
+	}
+	gc, err := d.members.SetKeys(keys)
+	if err != nil {
+		return false, err
+	}
+	// Each logged its change (IDs only); "configuration reloaded" lists it.
+	if gc {
+		d.warnKeysNotHeld(quorum.KeyID(keys[0]))
+	}
+	if rc {
+		// A peer keeps its raft connections made under a removed key
+		// while it encrypts with a key this node holds, as it last
+		// advertised (a node it knows nothing of keeps them too).
+		ours := quorum.KeyIDs(keys)
+		d.raft.CloseRemovedKeyConns(func(peer string) bool {
+			m, ok := d.members.LastMeta(peer)
+			if !ok || m.Keys == "" {
+				return true
+			}
+			primary, _, _ := strings.Cut(m.Keys, ",")
+			return slices.Contains(ours, primary)
+		})
+	}
+	return rc || gc, nil
+}
+
+// warnKeysNotHeld warns of the nodes in gossip that, as they last
+// advertised, lack primary, the key this node now encrypts with: they cannot
+// read it until they have it (a rotation's second step begun before the
+// first ended everywhere). Not refused: shutting a node out is what removing
+// its key is for.
+func (d *Daemon) warnKeysNotHeld(primary string) {
+	for _, m := range d.members.Members() {
+		if m.Name == d.self || m.Meta.Keys == "" || m.State != "alive" && m.State != "suspect" {
+			continue
+		}
+		if held := strings.Split(m.Meta.Keys, ","); !slices.Contains(held, primary) {
+			d.log.Warn("cluster keys: this node now encrypts with a key another node does not hold: that node cannot read this one until it has it",
+				"key", primary, "peer", m.Name, "peer_keys", m.Meta.Keys)
+		}
+	}
 }
 
 // ConfigFile is the configuration file the daemon runs (and reloads).

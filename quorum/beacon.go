@@ -102,6 +102,7 @@ func openBeacon(a cipher.AEAD, frame []byte) ([]byte, error) {
 // frames; plain as a memberlist message to the others.
 func (m *Membership) sendBeacons(msg, numbered []byte) {
 	var frame, nframe []byte
+	ring := m.ring.Load()
 	live := m.ml.Members()
 	for _, p := range m.opts.Peers {
 		if p.Name == m.opts.Self || !hasMember(live, p.Name) {
@@ -117,12 +118,12 @@ func (m *Membership) sendBeacons(msg, numbered []byte) {
 		switch {
 		case reads >= beaconNumbered && numbered != nil:
 			if nframe == nil {
-				nframe = sealBeacon(m.beaconAEAD, numbered)
+				nframe = ring.seal(numbered)
 			}
 			_, err = m.guard.WriteToAddress(nframe, memberlist.Address{Addr: n.Address(), Name: n.Name})
 		case reads >= beaconFramed:
 			if frame == nil {
-				frame = sealBeacon(m.beaconAEAD, msg)
+				frame = ring.seal(msg)
 			}
 			_, err = m.guard.WriteToAddress(frame, memberlist.Address{Addr: n.Address(), Name: n.Name})
 		default:
@@ -145,7 +146,7 @@ func hasMember(ns []*memberlist.Node, name string) bool {
 
 // receiveBeacon is the guard's handler of beacon frames.
 func (m *Membership) receiveBeacon(frame []byte, from net.Addr) {
-	p, err := openBeacon(m.beaconAEAD, frame)
+	p, err := m.ring.Load().open(frame)
 	if err != nil {
 		m.guard.refused.note("gossip-udp", err.Error(), addrString(from), "")
 		return

@@ -139,7 +139,7 @@ func TestBeaconFramesOnTheWire(t *testing.T) {
 	}
 	var refused int64
 	for _, r := range logs.records() {
-		if r.Message == "refused traffic from outside the cluster" && recordAttr(r, "reason").String() == errBeaconAuth.Error() {
+		if r.Message == "refused traffic from outside the cluster" && recordAttr(r, "reason").String() == (&beaconAuthError{ids: KeyID(keyA)}).Error() {
 			refused += recordAttr(r, "count").Int64()
 		}
 		if r.Level >= slog.LevelError {

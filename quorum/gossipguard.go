@@ -446,5 +446,5 @@ func guardTransport(o MembershipOptions, host string, port int, out io.Writer, r
 		inner = nt
 	}
 	known := knownAddrs(o.Peers, func(p Peer) string { return p.Gossip })
-	return newGossipGuard(inner, o.Key != nil, known, refused), nil
+	return newGossipGuard(inner, len(o.keys()) > 0, known, refused), nil
 }

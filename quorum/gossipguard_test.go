@@ -237,7 +237,7 @@ func TestGossipGuardRefusesOutsiders(t *testing.T) {
 		}
 	}
 	for _, want := range []string{refusedPerSource, refusedTotal, "not an encrypted gossip message", "labelled gossip stream (fenced sends no labels)",
-		"gossip message length out of bounds", gossipBudgetText, "not an encrypted gossip packet", "gossip packet did not decrypt (no or wrong cluster key)"} {
+		"gossip message length out of bounds", gossipBudgetText, "not an encrypted gossip packet", a.ring.Load().undecryptable("packet")} {
 		if reasons[want] == 0 {
 			t.Errorf("no refusal logged for %q (logged: %v)", want, reasons)
 		}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 )
@@ -19,6 +20,9 @@ type logWriter struct {
 	// it proved the cluster key (see outsiderLine) and logs them
 	// rate-limited, instead of one ERROR per junk packet.
 	outsiders *refusals
+	// keys, when set, are the node's keys: a refusal of traffic that did
+	// not decrypt names their IDs.
+	keys *atomic.Pointer[keyRing]
 }
 
 func (w logWriter) Write(p []byte) (int, error) {
@@ -32,6 +36,14 @@ func (w logWriter) Write(p []byte) (int, error) {
 				if reason == "" {
 					w.log.Debug(s)
 				} else {
+					if w.keys != nil {
+						switch reason {
+						case reasonUndecryptablePacket:
+							reason = w.keys.Load().undecryptable("packet")
+						case reasonUndecryptableStream:
+							reason = w.keys.Load().undecryptable("message")
+						}
+					}
 					w.outsiders.note(port, reason, lineFrom(s), lineText(s))
 				}
 				continue
@@ -83,11 +95,11 @@ var _ io.Writer = logWriter{}
 func outsiderLine(s string) (port, reason string, ok bool) {
 	switch {
 	case strings.Contains(s, "Decrypt packet failed"):
-		return "gossip-udp", "gossip packet did not decrypt (no or wrong cluster key)", true
+		return "gossip-udp", reasonUndecryptablePacket, true
 	case strings.Contains(s, "discarding packet with unacceptable label"):
 		return "gossip-udp", "labelled gossip packet (fenced sends no labels)", true
 	case strings.Contains(s, "failed to receive:") && strings.Contains(s, "decrypt"):
-		return "gossip", "gossip message did not decrypt (no or wrong cluster key)", true
+		return "gossip", reasonUndecryptableStream, true
 	case strings.Contains(s, "Failed to send error:"), strings.Contains(s, gossipBudgetText):
 		return "gossip", "", true
 	case strings.Contains(s, "failed to receive:"), strings.Contains(s, "failed to receive and remove the stream label header"):
@@ -97,6 +109,13 @@ func outsiderLine(s string) (port, reason string, ok bool) {
 	}
 	return "", "", false
 }
+
+// The reasons of gossip traffic that did not decrypt; with the node's keys
+// known, logWriter names their IDs instead (keyRing.undecryptable).
+const (
+	reasonUndecryptablePacket = "gossip packet did not decrypt (no or wrong cluster key)"
+	reasonUndecryptableStream = "gossip message did not decrypt (no or wrong cluster key)"
+)
 
 // lineFrom is the "from=host:port" memberlist puts in its lines, or "".
 func lineFrom(s string) string {

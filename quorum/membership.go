@@ -2,16 +2,14 @@ package quorum
 
 import (
 	"context"
-	"crypto/cipher"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,6 +55,10 @@ type Meta struct {
 	// supports (ClusterVersionMax; 0 from an older version, which
 	// supports only 1: see SupportsVersion). Set by Membership itself.
 	Supports int `json:"cv,omitempty"`
+	// Keys are the IDs of the node's cluster keys (KeyID), the primary
+	// first, comma-separated; set by Membership itself (only the
+	// primary's when the metadata would not fit otherwise).
+	Keys string `json:"k,omitempty"`
 }
 
 // SupportsVersion is the highest cluster version the node advertising m
@@ -75,9 +77,12 @@ type Member struct {
 
 // MembershipOptions configure gossip.
 type MembershipOptions struct {
-	Self   string
-	Peers  []Peer
-	Key    []byte // AES key (ReadKey); nil = unencrypted
+	Self  string
+	Peers []Peer
+	// Keys are the cluster's keys (ReadKeys), the first the primary;
+	// nil = unencrypted. Key alone is the same as Keys of that one key.
+	Keys   [][]byte
+	Key    []byte
 	Logger *slog.Logger
 	// Transport replaces memberlist's UDP/TCP transport (in-process tests
 	// wrap the real one to cut links).
@@ -103,9 +108,11 @@ type Membership struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	beacons    atomic.Pointer[func([]byte)] // the Detector's, when running
-	beaconAEAD cipher.AEAD                  // seals beacon frames; nil without a key
-	internal   sync.Map                     // method → func(from string, body []byte) ([]byte, error)
+	beacons  atomic.Pointer[func([]byte)] // the Detector's, when running
+	ring     atomic.Pointer[keyRing]      // the keys; seals and opens beacon frames (SetKeys swaps it)
+	mlKeys   *memberlist.Keyring          // memberlist's, nil without a key
+	keysMu   sync.Mutex                   // one SetKeys at a time
+	internal sync.Map                     // method → func(from string, body []byte) ([]byte, error)
 
 	mu      sync.Mutex
 	closed  bool // Shutdown began: no new handler
@@ -152,6 +159,13 @@ func JoinMembership(o MembershipOptions, initial Meta) (*Membership, error) {
 	m.seq.Store(binary.BigEndian.Uint64(seed[:]))
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.meta.Store(&initial)
+	keys := o.keys()
+	ring, err := newKeyRing(keys)
+	if err != nil {
+		m.cancel()
+		return nil, err
+	}
+	m.ring.Store(ring)
 
 	c := memberlist.DefaultLANConfig()
 	c.Name = o.Self
@@ -166,8 +180,8 @@ func JoinMembership(o MembershipOptions, initial Meta) (*Membership, error) {
 	// logged rate-limited (see logWriter, gossipGuard).
 	refused := newRefusals(log.With("component", "gossip"))
 	lw := logWriter{log: log.With("component", "gossip"), level: slog.LevelDebug}
-	if o.Key != nil {
-		lw.outsiders = refused
+	if ring.encrypted() {
+		lw.outsiders, lw.keys = refused, &m.ring
 	}
 	c.LogOutput = lw
 	// Faster than the LAN defaults: membership feeds status and
@@ -179,8 +193,12 @@ func JoinMembership(o MembershipOptions, initial Meta) (*Membership, error) {
 	// A few small messages per second between a handful of nodes:
 	// compressing them costs more CPU than it saves.
 	c.EnableCompression = false
-	if o.Key != nil {
-		c.SecretKey = o.Key
+	if ring.encrypted() {
+		if m.mlKeys, err = memberlist.NewKeyring(keys[1:], keys[0]); err != nil {
+			m.cancel()
+			return nil, fmt.Errorf("gossip keys: %w", err)
+		}
+		c.Keyring = m.mlKeys
 	}
 	guard, err := guardTransport(o, host, port, lw, refused)
 	if err != nil {
@@ -188,11 +206,6 @@ func JoinMembership(o MembershipOptions, initial Meta) (*Membership, error) {
 	}
 	c.Transport = guard
 	m.guard = guard
-	if m.beaconAEAD, err = beaconCipher(o.Key); err != nil {
-		m.cancel()
-		guard.Shutdown()
-		return nil, err
-	}
 	guard.setBeaconHandler(m.receiveBeacon)
 	ml, err := memberlist.Create(c)
 	if err != nil {
@@ -207,22 +220,65 @@ func JoinMembership(o MembershipOptions, initial Meta) (*Membership, error) {
 	return m, nil
 }
 
-// ReadKey reads the cluster key: base64 of 16, 24 or 32 bytes. It encrypts
-// and authenticates gossip and is the root of raft's TLS.
-func ReadKey(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
+// keys are the options' keys, primary first (nil: plaintext).
+func (o MembershipOptions) keys() [][]byte {
+	if len(o.Keys) > 0 {
+		return o.Keys
+	}
+	if o.Key != nil {
+		return [][]byte{o.Key}
+	}
+	return nil
+}
+
+// KeyIDs are the IDs of this node's keys, the primary first (nil in
+// plaintext).
+func (m *Membership) KeyIDs() []string {
+	return slices.Clone(m.ring.Load().keyIDs())
+}
+
+// SetKeys makes keys (primary first) this node's gossip keys while it
+// runs: memberlist encrypts with keys[0] from now on and decrypts with any
+// of them, and so do beacon frames. It returns whether anything changed.
+// Plaintext gossip stays plaintext, and an encrypted one stays encrypted.
+func (m *Membership) SetKeys(keys [][]byte) (bool, error) {
+	m.keysMu.Lock()
+	defer m.keysMu.Unlock()
+	old := m.ring.Load()
+	switch {
+	case !old.encrypted() && len(keys) > 0:
+		return false, errors.New("gossip keys: gossip runs in plaintext; adding a key needs a restart")
+	case old.encrypted() && len(keys) == 0:
+		return false, errors.New("gossip keys: no key; gossip runs encrypted and needs one")
+	case sameKeys(old.keys, keys):
+		return false, nil
+	}
+	ring, err := newKeyRing(keys)
 	if err != nil {
-		return nil, fmt.Errorf("gossip.key_file: %w", err)
+		return false, err
 	}
-	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(b)))
-	if err != nil {
-		return nil, fmt.Errorf("gossip.key_file %s: not base64", path)
+	if err := setMemberlistKeys(m.mlKeys, keys); err != nil {
+		return false, fmt.Errorf("gossip keys: %w", err)
 	}
-	switch len(key) {
-	case 16, 24, 32:
-		return key, nil
+	m.ring.Store(ring)
+	var added, removed []string
+	for _, id := range ring.ids {
+		if !slices.Contains(old.ids, id) {
+			added = append(added, id)
+		}
 	}
-	return nil, fmt.Errorf("gossip.key_file %s: key is %d bytes, want 16, 24 or 32", path, len(key))
+	for _, id := range old.ids {
+		if !slices.Contains(ring.ids, id) {
+			removed = append(removed, id)
+		}
+	}
+	m.log.Info("gossip: keys changed", "keys", strings.Join(ring.ids, ","), "primary", ring.ids[0],
+		"previous", strings.Join(old.ids, ","), "added", strings.Join(added, ","), "removed", strings.Join(removed, ","))
+	select {
+	case m.metaCh <- struct{}{}: // the metadata carries the key IDs
+	default:
+	}
+	return true, nil
 }
 
 // joinLoop keeps trying to reach configured nodes that are not alive.
@@ -586,11 +642,17 @@ func (d *mlDelegate) NodeMeta(limit int) []byte {
 	meta := *d.meta.Load()
 	meta.Beacon = beaconVersion
 	meta.Supports = ClusterVersionMax
+	ids := d.ring.Load().keyIDs()
+	meta.Keys = strings.Join(ids, ",")
 	b, _ := json.Marshal(meta)
 	if len(b) > limit && meta.Resources != "" {
 		// A group too large to advertise where each resource runs still
 		// advertises the rest (status then shows its resources unknown).
 		meta.Resources = ""
+		b, _ = json.Marshal(meta)
+	}
+	if len(b) > limit && len(ids) > 1 {
+		meta.Keys = ids[0] // the primary's, the one the others must hold
 		b, _ = json.Marshal(meta)
 	}
 	if len(b) > limit {

@@ -8,7 +8,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -49,9 +51,12 @@ type RaftOptions struct {
 	Transport raft.Transport
 	// InMemory keeps the log in memory (in-process tests only).
 	InMemory bool
-	// Key is the cluster key (the gossip key). With it, raft connections
-	// use mutual TLS rooted in the key (see clusterTLS); without, plain TCP.
-	Key []byte
+	// Keys are the cluster's keys (the gossip keys), the primary first.
+	// With them, raft connections use mutual TLS rooted in the keys (see
+	// clusterTLS); without, plain TCP. Key alone is the same as Keys of
+	// that one key.
+	Keys [][]byte
+	Key  []byte
 	// Cluster is the cluster's name; it is part of the TLS trust root, so
 	// two clusters sharing a key still cannot talk.
 	Cluster string
@@ -84,6 +89,76 @@ type Raft struct {
 	leaderCh chan struct{} // closed (and replaced) at a change of leader
 	// elections follows the campaigns this node stood in (LastElection).
 	elections elections
+	// tls is the mutual TLS of the raft connections; nil over plain TCP
+	// or a test's transport.
+	tls *raftKeys
+}
+
+// raftKeys are the keys the raft stream's TLS is made of.
+type raftKeys struct {
+	stream *tlsStream
+	trust  string // the cluster's name (and incarnation) the CAs are of
+
+	mu   sync.Mutex
+	keys [][]byte
+}
+
+// keys are the options' keys, primary first (nil: plain TCP).
+func (o RaftOptions) keys() [][]byte {
+	if len(o.Keys) > 0 {
+		return o.Keys
+	}
+	if o.Key != nil {
+		return [][]byte{o.Key}
+	}
+	return nil
+}
+
+// SetKeys makes keys (primary first) those of the raft connections made or
+// accepted from now on: this node presents a certificate of keys[0]'s CA
+// and accepts a peer's of any key's. Established connections stay as they
+// are, so a rotation costs no election. It returns whether anything
+// changed; over plain TCP (or a test's transport) there is nothing to
+// change.
+func (q *Raft) SetKeys(keys [][]byte) (bool, error) {
+	t := q.tls
+	if t == nil {
+		return false, nil
+	}
+	if len(keys) == 0 {
+		return false, errors.New("raft keys: no key; raft runs over TLS and needs one")
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if sameKeys(t.keys, keys) {
+		return false, nil
+	}
+	conf, err := clusterTLS(keys, t.trust, q.self)
+	if err != nil {
+		return false, err
+	}
+	t.stream.setConf(conf, KeyIDs(keys))
+	t.keys = slices.Clone(keys)
+	q.log.Info("raft: TLS keys changed: new connections use them, established ones stay", "keys", strings.Join(KeyIDs(keys), ","), "primary", KeyID(keys[0]))
+	return true, nil
+}
+
+// CloseRemovedKeyConns closes the established raft connections whose
+// peer's certificate chains to none of this node's keys now, unless
+// keep(peer) says the peer holds keys it can connect again with (as its
+// gossip says). A rotation's connections, all made under the old key,
+// stay; a node left with only a removed key loses them, and the new ones
+// it tries are refused: it is shut out of raft as of gossip. It returns
+// the peers whose connections it closed.
+func (q *Raft) CloseRemovedKeyConns(keep func(peer string) bool) []string {
+	if q.tls == nil {
+		return nil
+	}
+	closed := q.tls.stream.closeRemoved(keep)
+	for _, p := range closed {
+		q.log.Warn("raft: closed the connections of a peer whose certificate is of a removed key and that holds none of this node's keys", "peer", p)
+	}
+	return closed
 }
 
 // raftConfig builds raft's configuration around hb, the followers'
@@ -167,6 +242,7 @@ func OpenRaft(o RaftOptions) (*Raft, error) {
 	}
 
 	trans := o.Transport
+	var tlsKeys *raftKeys
 	if trans == nil {
 		addr, err := net.ResolveTCPAddr("tcp", self.Raft)
 		if err != nil {
@@ -176,7 +252,7 @@ func OpenRaft(o RaftOptions) (*Raft, error) {
 		// Plain TCP or mutual TLS rooted in the cluster key; either way
 		// thin-stream sockets (thin.go).
 		var stream raft.StreamLayer
-		if o.Key != nil {
+		if keys := o.keys(); len(keys) > 0 {
 			// A recovered voting set has a trust root of its own: nodes
 			// still on the data of the one before cannot talk to it.
 			// (An in-memory log has no data_dir to hold one.)
@@ -195,13 +271,18 @@ func OpenRaft(o RaftOptions) (*Raft, error) {
 			if o.supports > 0 {
 				supports = o.supports
 			}
-			conf, cerr := clusterTLSSupporting(o.Key, trust, o.Self, supports)
+			conf, cerr := clusterTLSSupporting(keys, trust, o.Self, supports)
 			if cerr != nil {
 				closeAll()
 				return nil, cerr
 			}
-			stream, err = newTLSStream(self.Raft, addr, conf, streamGuard{Known: knownAddrs(o.Peers, func(p Peer) string { return p.Raft }), Log: log,
+			tlsS, terr := newTLSStream(self.Raft, addr, conf, streamGuard{Known: knownAddrs(o.Peers, func(p Peer) string { return p.Raft }), Log: log, KeyIDs: KeyIDs(keys),
 				Admit: func(_ string, supports int) string { return versionRefusal(supports, fsm.ClusterVersion()) }})
+			if terr == nil {
+				tlsKeys = &raftKeys{stream: tlsS, trust: trust, keys: keys}
+				stream = tlsS
+			}
+			err = terr
 		} else {
 			stream, err = newTCPStream(self.Raft, addr)
 		}
@@ -244,7 +325,7 @@ func OpenRaft(o RaftOptions) (*Raft, error) {
 		closeAll()
 		return nil, fmt.Errorf("raft: %w", err)
 	}
-	q := &Raft{r: r, logs: logs, fsm: fsm, self: o.Self, trans: trans, kick: kick, close: closeAll, log: log}
+	q := &Raft{r: r, logs: logs, fsm: fsm, self: o.Self, trans: trans, kick: kick, close: closeAll, log: log, tls: tlsKeys}
 	// The term it started in, or a later one: renewal rounds are
 	// answered only of later terms (see takeRound).
 	q.contacts = &contactTracker{last: map[string]Mono{}, sealed: map[string]uint64{}, startTerm: r.CurrentTerm()}

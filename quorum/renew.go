@@ -74,7 +74,7 @@ type renewState struct {
 // call, while this node still leads in the round's term; else an error
 // when ctx ends first.
 func (d *Detector) Renew(ctx context.Context) error {
-	if d.m.beaconAEAD == nil || !d.r.IsLeader() {
+	if !d.m.ring.Load().encrypted() || !d.r.IsLeader() {
 		return ErrNoRenewRound
 	}
 	term := d.r.Term()
@@ -100,7 +100,7 @@ func (d *Detector) Renew(ctx context.Context) error {
 	probe[0] = renewProbe
 	binary.BigEndian.PutUint64(probe[1:], term)
 	binary.BigEndian.PutUint64(probe[9:], id)
-	frame := sealBeacon(d.m.beaconAEAD, probe)
+	frame := d.m.ring.Load().seal(probe)
 	every := max(d.opts.Detect/8, 10*time.Millisecond)
 	tick := time.NewTicker(every)
 	defer tick.Stop()
@@ -163,7 +163,7 @@ func renewFrame(b []byte) (term, round uint64, name string, ok bool) {
 // A probe is leader traffic like a beacon: it counts against silence.
 func (d *Detector) onProbe(b []byte) {
 	term, round, leader, ok := renewFrame(b)
-	if !ok || d.m.beaconAEAD == nil || leader == d.r.self {
+	if !ok || !d.m.ring.Load().encrypted() || leader == d.r.self {
 		return
 	}
 	if d.r.IsLeader() || d.r.Term() != term || d.r.Leader() != leader {
@@ -199,13 +199,13 @@ func (d *Detector) onProbe(b []byte) {
 	answer := append(make([]byte, beaconSeqHeader), d.r.self...)
 	answer[0] = renewAnswer
 	copy(answer[1:beaconSeqHeader], b[1:beaconSeqHeader])
-	d.m.sendFrameTo(leader, sealBeacon(d.m.beaconAEAD, answer))
+	d.m.sendFrameTo(leader, d.m.ring.Load().seal(answer))
 }
 
 // onAnswer counts a follower's answer to one of this node's rounds.
 func (d *Detector) onAnswer(b []byte) {
 	term, round, from, ok := renewFrame(b)
-	if !ok || d.m.beaconAEAD == nil {
+	if !ok || !d.m.ring.Load().encrypted() {
 		return
 	}
 	if d.m.peerOf(from) == nil || from == d.r.self {

@@ -1,7 +1,6 @@
 package quorum
 
 import (
-	"crypto/tls"
 	"net"
 	"testing"
 	"time"
@@ -15,7 +14,7 @@ import (
 func TestRaftStreamsAreThin(t *testing.T) {
 	thin := func(t *testing.T, c net.Conn, side string) {
 		t.Helper()
-		if tc, ok := c.(*tls.Conn); ok {
+		if tc, ok := c.(interface{ NetConn() net.Conn }); ok { // TLS
 			c = tc.NetConn()
 		}
 		rc, err := c.(*net.TCPConn).SyscallConn()
@@ -31,7 +30,7 @@ func TestRaftStreamsAreThin(t *testing.T) {
 			t.Errorf("%s: TCP_THIN_LINEAR_TIMEOUTS = %d (%v), want 1", side, v, gerr)
 		}
 	}
-	conf, err := clusterTLS(keyA, "prod", "a")
+	conf, err := clusterTLS([][]byte{keyA}, "prod", "a")
 	if err != nil {
 		t.Fatal(err)
 	}

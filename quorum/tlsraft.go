@@ -15,9 +15,11 @@ import (
 	"math/big"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -39,9 +41,11 @@ var (
 )
 
 // clusterTLS returns the TLS settings of node self in cluster, for both
-// ends of a raft connection.
-func clusterTLS(key []byte, cluster, self string) (*tls.Config, error) {
-	return clusterTLSSupporting(key, cluster, self, ClusterVersionMax)
+// ends of a raft connection, under keys (the primary first): the node's
+// certificate is signed by the primary's CA, and a peer's is accepted if
+// it chains to any key's CA (a rotation: see keyring.go).
+func clusterTLS(keys [][]byte, cluster, self string) (*tls.Config, error) {
+	return clusterTLSSupporting(keys, cluster, self, ClusterVersionMax)
 }
 
 // supportsPrefix, in a node certificate's organizational unit, names the
@@ -52,28 +56,24 @@ func clusterTLS(key []byte, cluster, self string) (*tls.Config, error) {
 const supportsPrefix = "fenced-cluster-version-max="
 
 // clusterTLSSupporting is clusterTLS for a node advertising supports.
-func clusterTLSSupporting(key []byte, cluster, self string, supports int) (*tls.Config, error) {
-	seed, err := hkdf.Key(sha256.New, key, []byte("fenced raft CA v1"), "cluster "+cluster, ed25519.SeedSize)
-	if err != nil {
-		return nil, fmt.Errorf("raft TLS: deriving the cluster CA: %w", err)
+func clusterTLSSupporting(keys [][]byte, cluster, self string, supports int) (*tls.Config, error) {
+	if len(keys) == 0 {
+		return nil, errors.New("raft TLS: no cluster key")
 	}
-	caKey := ed25519.NewKeyFromSeed(seed)
-	caTmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "fenced cluster " + cluster},
-		NotBefore:             certNotBefore,
-		NotAfter:              certNotAfter,
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, caKey.Public(), caKey)
-	if err != nil {
-		return nil, fmt.Errorf("raft TLS: cluster CA: %w", err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return nil, fmt.Errorf("raft TLS: cluster CA: %w", err)
+	pool := x509.NewCertPool()
+	var (
+		ca    *x509.Certificate
+		caKey ed25519.PrivateKey
+	)
+	for i, key := range keys {
+		c, k, err := clusterCA(key, cluster)
+		if err != nil {
+			return nil, err
+		}
+		pool.AddCert(c)
+		if i == 0 {
+			ca, caKey = c, k
+		}
 	}
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -95,8 +95,6 @@ func clusterTLSSupporting(key []byte, cluster, self string, supports int) (*tls.
 	if err != nil {
 		return nil, fmt.Errorf("raft TLS: node certificate: %w", err)
 	}
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
 	return &tls.Config{
 		MinVersion:   tls.VersionTLS13,
 		Certificates: []tls.Certificate{{Certificate: [][]byte{leafDER}, PrivateKey: priv}},
@@ -105,6 +103,35 @@ func clusterTLSSupporting(key []byte, cluster, self string, supports int) (*tls.
 		ClientAuth:   tls.RequireAndVerifyClientCert,
 		ServerName:   raftTLSName,
 	}, nil
+}
+
+// clusterCA is the CA of key in cluster: its key is derived from both, and
+// its certificate is the same on every node (Ed25519 signs
+// deterministically), each key's with a key identifier of its own.
+func clusterCA(key []byte, cluster string) (*x509.Certificate, ed25519.PrivateKey, error) {
+	seed, err := hkdf.Key(sha256.New, key, []byte("fenced raft CA v1"), "cluster "+cluster, ed25519.SeedSize)
+	if err != nil {
+		return nil, nil, fmt.Errorf("raft TLS: deriving the cluster CA: %w", err)
+	}
+	caKey := ed25519.NewKeyFromSeed(seed)
+	caTmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "fenced cluster " + cluster},
+		NotBefore:             certNotBefore,
+		NotAfter:              certNotAfter,
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, caKey.Public(), caKey)
+	if err != nil {
+		return nil, nil, fmt.Errorf("raft TLS: cluster CA: %w", err)
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return nil, nil, fmt.Errorf("raft TLS: cluster CA: %w", err)
+	}
+	return ca, caKey, nil
 }
 
 // handshakeTimeout bounds how long a connecting peer may take to prove it
@@ -132,11 +159,13 @@ var raftAdmit = admitLimits{PerSource: 8, Total: 64, PerKnown: 64}
 type tlsStream struct {
 	ln        net.Listener
 	advertise net.Addr
-	conf      *tls.Config
-	admit     *admission
-	refused   *refusals
-	log       *slog.Logger
-	timeout   time.Duration // handshakeTimeout when the stream was made
+	// conf is read at each handshake, so that a change of keys (setConf)
+	// applies to new connections and leaves the established ones be.
+	conf    atomic.Pointer[streamConf]
+	admit   *admission
+	refused *refusals
+	log     *slog.Logger
+	timeout time.Duration // handshakeTimeout when the stream was made
 
 	ready chan net.Conn // handshake done, waiting for raft's Accept
 	stop  chan struct{}
@@ -149,6 +178,8 @@ type tlsStream struct {
 
 	guard      func(peer string, supports int) string // streamGuard.Admit
 	peerWarned map[string]time.Time                   // refusedPeer's last line per peer and reason
+	connsMu    sync.Mutex
+	conns      map[*keyedConn]struct{} // established (accepted or dialled), until closed
 }
 
 // streamGuard says whose connections the stream layer favours (the
@@ -161,55 +192,30 @@ type streamGuard struct {
 	// may not talk raft with this node ("" = it may); checked both ways,
 	// on connections accepted and dialled.
 	Admit func(peer string, supports int) string
+	// KeyIDs are the IDs of the keys conf is made of, the primary first.
+	KeyIDs []string
 }
 
-// peerOf is the node name and the highest supported cluster version a
-// verified peer certificate states.
-func peerOf(cs tls.ConnectionState) (string, int) {
-	if len(cs.PeerCertificates) == 0 {
-		return "", 1
-	}
-	c := cs.PeerCertificates[0]
-	v := 1
-	for _, ou := range c.Subject.OrganizationalUnit {
-		if n, err := strconv.Atoi(strings.TrimPrefix(ou, supportsPrefix)); err == nil && strings.HasPrefix(ou, supportsPrefix) && n > 1 {
-			v = n
-		}
-	}
-	return c.Subject.CommonName, v
+// setConf makes conf (of the keys ids) the settings of the connections
+// made or accepted from now on; established ones keep theirs.
+func (s *tlsStream) setConf(conf *tls.Config, ids []string) {
+	s.conf.Store(newStreamConf(conf, ids))
 }
 
-// admitted applies the guard's Admit to a connection whose handshake is
-// done; a refused one is closed and logged (once per peer and reason in
-// refusalEvery).
-func (s *tlsStream) admitted(tc *tls.Conn) error {
-	if s.guard == nil {
-		return nil
-	}
-	peer, v := peerOf(tc.ConnectionState())
-	why := s.guard(peer, v)
-	if why == "" {
-		return nil
-	}
-	tc.Close()
-	s.refusedPeer(peer, why, tc.RemoteAddr().String())
-	return fmt.Errorf("raft: %s (%s) refused: %s", peer, tc.RemoteAddr(), why)
+// streamConf is the TLS settings of a stream and the IDs of the keys they
+// are made of (for the refusals' lines).
+type streamConf struct {
+	tls     *tls.Config
+	ids     string // "a1b2c3d4, e5f6a7b8"
+	primary string
 }
 
-// refusedPeer logs that a cluster member's raft connection was refused,
-// at most once per peer and reason in refusalEvery: it holds the key, so
-// this is an admin's matter, not an outsider's.
-func (s *tlsStream) refusedPeer(peer, why, from string) {
-	s.mu.Lock()
-	k := peer + "\x00" + why
-	last, ok := s.peerWarned[k]
-	if ok && time.Since(last) < refusalEvery {
-		s.mu.Unlock()
-		return
+func newStreamConf(conf *tls.Config, ids []string) *streamConf {
+	sc := &streamConf{tls: conf, ids: strings.Join(ids, ", ")}
+	if len(ids) > 0 {
+		sc.primary = ids[0]
 	}
-	s.peerWarned[k] = time.Now()
-	s.mu.Unlock()
-	s.log.Warn("raft: refused a connection of a cluster node", "peer", peer, "from", from, "reason", why)
+	return sc
 }
 
 func newTLSStream(bind string, advertise net.Addr, conf *tls.Config, g streamGuard) (*tlsStream, error) {
@@ -221,10 +227,11 @@ func newTLSStream(bind string, advertise net.Addr, conf *tls.Config, g streamGua
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &tlsStream{ln: ln, advertise: advertise, conf: conf,
+	s := &tlsStream{ln: ln, advertise: advertise,
 		admit: newAdmission(raftAdmit, g.Known), refused: newRefusals(log), log: log, timeout: handshakeTimeout,
 		ready: make(chan net.Conn), stop: make(chan struct{}), pending: map[net.Conn]struct{}{},
-		guard: g.Admit, peerWarned: map[string]time.Time{}}
+		guard: g.Admit, peerWarned: map[string]time.Time{}, conns: map[*keyedConn]struct{}{}}
+	s.conf.Store(newStreamConf(conf, g.KeyIDs))
 	s.wg.Add(1)
 	go s.acceptLoop()
 	return s, nil
@@ -285,7 +292,8 @@ func (s *tlsStream) acceptLoop() {
 // hands the connection to raft.
 func (s *tlsStream) handshake(raw net.Conn, release func()) {
 	defer s.wg.Done()
-	tc := tls.Server(raw, s.conf)
+	sc := s.conf.Load()
+	tc := tls.Server(raw, sc.tls)
 	raw.SetDeadline(time.Now().Add(s.timeout))
 	err := tc.Handshake()
 	if err == nil {
@@ -303,7 +311,9 @@ func (s *tlsStream) handshake(raw net.Conn, release func()) {
 		default:
 		}
 		reason := "TLS handshake failed (no or wrong cluster key)"
-		if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
+		if r := sc.keyRefusal(err); r != "" {
+			reason = r
+		} else if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
 			reason = "no TLS handshake within " + s.timeout.String()
 		} else if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			reason = "closed before completing the TLS handshake"
@@ -314,11 +324,74 @@ func (s *tlsStream) handshake(raw net.Conn, release func()) {
 	if s.admitted(tc) != nil {
 		return
 	}
+	kc := s.track(tc)
 	select {
-	case s.ready <- tc:
+	case s.ready <- kc:
 	case <-s.stop:
-		tc.Close()
+		kc.Close()
 	}
+}
+
+// keyedConn is an established raft connection, known to its stream until
+// it is closed (closeRemoved looks at its peer's certificate).
+type keyedConn struct {
+	*tls.Conn
+	s    *tlsStream
+	once sync.Once
+}
+
+func (c *keyedConn) Close() error {
+	c.once.Do(func() {
+		c.s.connsMu.Lock()
+		delete(c.s.conns, c)
+		c.s.connsMu.Unlock()
+	})
+	return c.Conn.Close()
+}
+
+func (s *tlsStream) track(tc *tls.Conn) *keyedConn {
+	kc := &keyedConn{Conn: tc, s: s}
+	s.connsMu.Lock()
+	s.conns[kc] = struct{}{}
+	s.connsMu.Unlock()
+	return kc
+}
+
+// closeRemoved closes the established connections whose peer's certificate
+// chains to none of this node's keys now (it was made under a key since
+// removed), unless keep(peer) says the peer holds keys it can connect
+// again with: a rotation's connections stay, a node left with only a
+// removed key loses them. It returns the peers whose connections it
+// closed, each once.
+func (s *tlsStream) closeRemoved(keep func(peer string) bool) []string {
+	roots := s.conf.Load().tls.RootCAs
+	s.connsMu.Lock()
+	conns := make([]*keyedConn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.connsMu.Unlock()
+	var closed []string
+	for _, c := range conns {
+		certs := c.ConnectionState().PeerCertificates
+		if len(certs) == 0 {
+			continue
+		}
+		inter := x509.NewCertPool()
+		for _, ic := range certs[1:] {
+			inter.AddCert(ic)
+		}
+		_, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
+		peer := certs[0].Subject.CommonName
+		if err == nil || keep(peer) {
+			continue
+		}
+		c.Close()
+		if !slices.Contains(closed, peer) {
+			closed = append(closed, peer)
+		}
+	}
+	return closed
 }
 
 // Accept returns the next connection whose peer completed the handshake.
@@ -350,17 +423,87 @@ func (s *tlsStream) Close() error {
 	return err
 }
 
-// Dial connects to a peer; the timeout covers the TLS handshake.
+// Dial connects to a peer; the timeout covers the TLS handshake. A peer
+// refused for its keys, or refusing this node's, is logged as the
+// accepting side logs it (raft itself retries, at DEBUG).
 func (s *tlsStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	tc, err := tls.DialWithDialer(&net.Dialer{Timeout: timeout, Control: thinControl}, "tcp", string(addr), s.conf)
+	sc := s.conf.Load()
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: timeout, Control: thinControl}, "tcp", string(addr), sc.tls)
 	if err != nil {
+		if r := sc.keyRefusal(err); r != "" {
+			s.refused.note("raft-dial", r, string(addr), err.Error())
+		}
 		return nil, err
 	}
-	if err := s.admitted(tc); err != nil {
+	if err := s.admitted(c); err != nil {
 		return nil, err
 	}
-	return tc, nil
+	return s.track(c), nil
+}
+
+// keyRefusal is the refusal reason of a handshake that failed over the
+// keys: the peer's certificate chains to none of this node's keys, or the
+// peer refused this node's; "" for any other failure.
+func (sc *streamConf) keyRefusal(err error) string {
+	var ua x509.UnknownAuthorityError
+	switch {
+	case errors.As(err, &ua):
+		return "TLS handshake refused: the peer's certificate is signed with none of this node's keys (ids " + sc.ids + "): the peer's key was removed or never added"
+	case strings.Contains(err.Error(), "remote error: tls: unknown certificate authority"),
+		strings.Contains(err.Error(), "remote error: tls: bad certificate"):
+		return "TLS handshake refused by the peer: it does not hold this node's primary key (id " + sc.primary + "): add it on the peer, or this node's key was removed there"
+	}
+	return ""
 }
 
 // Addr is the address peers reach this node at.
 func (s *tlsStream) Addr() net.Addr { return s.advertise }
+
+// peerOf is the node name and the highest supported cluster version a
+// verified peer certificate states.
+func peerOf(cs tls.ConnectionState) (string, int) {
+	if len(cs.PeerCertificates) == 0 {
+		return "", 1
+	}
+	c := cs.PeerCertificates[0]
+	v := 1
+	for _, ou := range c.Subject.OrganizationalUnit {
+		if n, err := strconv.Atoi(strings.TrimPrefix(ou, supportsPrefix)); err == nil && strings.HasPrefix(ou, supportsPrefix) && n > 1 {
+			v = n
+		}
+	}
+	return c.Subject.CommonName, v
+}
+
+// admitted applies the guard's Admit to a connection whose handshake is
+// done; a refused one is closed and logged (once per peer and reason in
+// refusalEvery).
+func (s *tlsStream) admitted(tc *tls.Conn) error {
+	if s.guard == nil {
+		return nil
+	}
+	peer, v := peerOf(tc.ConnectionState())
+	why := s.guard(peer, v)
+	if why == "" {
+		return nil
+	}
+	tc.Close()
+	s.refusedPeer(peer, why, tc.RemoteAddr().String())
+	return fmt.Errorf("raft: %s (%s) refused: %s", peer, tc.RemoteAddr(), why)
+}
+
+// refusedPeer logs that a cluster member's raft connection was refused,
+// at most once per peer and reason in refusalEvery: it holds the key, so
+// this is an admin's matter, not an outsider's.
+func (s *tlsStream) refusedPeer(peer, why, from string) {
+	s.mu.Lock()
+	k := peer + "\x00" + why
+	last, ok := s.peerWarned[k]
+	if ok && time.Since(last) < refusalEvery {
+		s.mu.Unlock()
+		return
+	}
+	s.peerWarned[k] = time.Now()
+	s.mu.Unlock()
+	s.log.Warn("raft: refused a connection of a cluster node", "peer", peer, "from", from, "reason", why)
+}

@@ -172,7 +172,7 @@ func TestRaftTLSHandshakeTimeout(t *testing.T) {
 // certificate; idle connections and failed handshakes never reach it, and
 // Close aborts the handshakes in progress at once.
 func TestRaftStreamHandshakeFirst(t *testing.T) {
-	conf, err := clusterTLS(keyA, "prod", "a")
+	conf, err := clusterTLS([][]byte{keyA}, "prod", "a")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +202,7 @@ func TestRaftStreamHandshakeFirst(t *testing.T) {
 		t.Fatalf("raft got a connection from %s before any handshake", c.RemoteAddr())
 	case <-time.After(300 * time.Millisecond):
 	}
-	peerConf, err := clusterTLS(keyA, "prod", "b")
+	peerConf, err := clusterTLS([][]byte{keyA}, "prod", "b")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +213,7 @@ func TestRaftStreamHandshakeFirst(t *testing.T) {
 	defer tc.Close()
 	select {
 	case c := <-accepted:
-		if st := c.(*tls.Conn).ConnectionState(); !st.HandshakeComplete || len(st.PeerCertificates) == 0 || st.PeerCertificates[0].Subject.CommonName != "b" {
+		if st := c.(interface{ ConnectionState() tls.ConnectionState }).ConnectionState(); !st.HandshakeComplete || len(st.PeerCertificates) == 0 || st.PeerCertificates[0].Subject.CommonName != "b" {
 			t.Fatalf("handed over before the handshake, or without the peer's certificate: %+v", st)
 		}
 	case <-time.After(5 * time.Second):
@@ -256,7 +256,7 @@ func TestRaftPreAuthCaps(t *testing.T) {
 			t.Error("a connection within the caps was closed before its handshake timeout")
 		}
 	}
-	conf, err := clusterTLS(keyA, "prod", "d")
+	conf, err := clusterTLS([][]byte{keyA}, "prod", "d")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -136,16 +136,22 @@ func printStatus(w io.Writer, st *api.Status) {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tKIND\tADDRESS\tGOSSIP\tRAFT\tROLE\tEPOCH\tSTORAGE\tFENCE PATH\tCONFIG\tLAST CONTACT\tVERSION")
+	fmt.Fprintln(tw, "NODE\tKIND\tADDRESS\tGOSSIP\tRAFT\tROLE\tEPOCH\tSTORAGE\tFENCE PATH\tCONFIG\tKEYS\tLAST CONTACT\tVERSION")
 	var lost []string
 	for _, n := range st.Nodes {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(n.Name), cell(n.Kind), cell(n.Address), gossipCell(n), cell(n.Raft), roleCell(n),
-			epochCell(n), cell(n.Storage), pathCell(st, n.Name), configCell(n), ago(n.LastContact), cell(n.Version))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(n.Name), cell(n.Kind), cell(n.Address), gossipCell(n), cell(n.Raft), roleCell(n),
+			epochCell(n), cell(n.Storage), pathCell(st, n.Name), configCell(n), cell(strings.Join(n.Keys, ",")), ago(n.LastContact), cell(n.Version))
 		if n.Kind == "witness" && n.Gossip != "alive" && n.Gossip != "suspect" {
 			lost = append(lost, n.Name)
 		}
 	}
 	tw.Flush()
+	if len(st.Nodes) > 0 && len(st.Self.Keys) > 0 {
+		fmt.Fprintln(w, "KEYS: cluster key IDs, the first encrypts (see gossip.key_file)")
+	}
+	for _, l := range keyWarnings(st.Nodes) {
+		fmt.Fprintf(w, "! %s\n", l)
+	}
 	for _, n := range st.Nodes {
 		if n.Stale && (n.Role != "" || n.Epoch != 0) {
 			fmt.Fprintln(w, "? gossip older than one lease, or a primacy the replicated state gives another: may no longer be true")
@@ -550,4 +556,25 @@ func clusterVersionLine(v *api.ClusterVersion) string {
 		l += "; THIS NODE HALTED: " + cell(v.Halted)
 	}
 	return l
+}
+
+// keyWarnings names the nodes in gossip whose primary key (the one they
+// encrypt with) another such node does not hold: those two cannot read
+// each other, as in a rotation step run out of order.
+func keyWarnings(nodes []api.NodeStatus) []string {
+	var out []string
+	for _, a := range nodes {
+		if len(a.Keys) == 0 || a.Gossip != "alive" && a.Gossip != "suspect" {
+			continue
+		}
+		for _, b := range nodes {
+			if b.Name == a.Name || len(b.Keys) == 0 || b.Gossip != "alive" && b.Gossip != "suspect" {
+				continue
+			}
+			if !slices.Contains(b.Keys, a.Keys[0]) {
+				out = append(out, fmt.Sprintf("%s encrypts with key %s, which %s does not hold: add it there before making it first", cell(a.Name), cell(a.Keys[0]), cell(b.Name)))
+			}
+		}
+	}
+	return out
 }

@@ -20,10 +20,10 @@ func incidentStatus() *api.Status {
 		Quorum: api.QuorumStatus{Configured: 3, Seen: 2, Reachable: 1, Needed: 2, Leader: "node1", LeaderSilentSec: 4.2},
 		Primary: api.PrimaryInfo{Node: "node1", Epoch: 7, State: "mounted", LastKnown: true, Since: &granted,
 			Change: "took over from node2, fenced by node1 (off, read back)"},
-		Self: api.SelfStatus{Role: "secondary", Raft: "candidate", Term: 9, KnownEpoch: 7},
+		Self: api.SelfStatus{Role: "secondary", Raft: "candidate", Term: 9, KnownEpoch: 7, Keys: []string{"4f2067cb", "6fa8e2b2"}},
 		Nodes: []api.NodeStatus{
-			{Name: "node1", Kind: "data", Gossip: "suspect", Role: "primary", Epoch: 7, Stale: true, Version: "x"},
-			{Name: "node2", Kind: "data", Gossip: "alive", Role: "secondary", Epoch: 7, Standby: true, Version: "x"},
+			{Name: "node1", Kind: "data", Gossip: "suspect", Role: "primary", Epoch: 7, Stale: true, Version: "x", Keys: []string{"6fa8e2b2", "4f2067cb"}},
+			{Name: "node2", Kind: "data", Gossip: "alive", Role: "secondary", Epoch: 7, Standby: true, Version: "x", Keys: []string{"4f2067cb", "6fa8e2b2"}},
 			{Name: "node3", Kind: "witness", Gossip: "dead", Version: "x"},
 		},
 		PendingFences: []api.PendingFence{{ID: 4, Kind: "fence", Target: "node1", Action: "off", Executor: "node2", Epoch: 8, Runs: 3,
@@ -115,5 +115,34 @@ func TestClusterVersionLine(t *testing.T) {
 		if got := clusterVersionLine(tc.v); got != tc.want {
 			t.Errorf("%+v: %q, want %q", tc.v, got, tc.want)
 		}
+	}
+}
+
+// The KEYS column shows each node's key IDs, the primary first; a node
+// whose primary another node in gossip lacks is named (a rotation step
+// begun before the one before it ended everywhere).
+func TestStatusKeys(t *testing.T) {
+	st := incidentStatus()
+	var b bytes.Buffer
+	printStatus(&b, st)
+	out := b.String()
+	if !strings.Contains(out, "KEYS") || !strings.Contains(out, "6fa8e2b2,4f2067cb") || !strings.Contains(out, "4f2067cb,6fa8e2b2") {
+		t.Errorf("status lacks the keys:\n%s", out)
+	}
+	if strings.Contains(out, "does not hold") {
+		t.Errorf("a warning while every node holds every primary:\n%s", out)
+	}
+	st.Nodes[1].Keys = []string{"4f2067cb"} // node2 dropped node1's primary
+	b.Reset()
+	printStatus(&b, st)
+	if want := "! node1 encrypts with key 6fa8e2b2, which node2 does not hold: add it there before making it first\n"; !strings.Contains(b.String(), want) {
+		t.Errorf("status lacks %q:\n%s", want, b.String())
+	}
+	// A node gossip does not see is no part of it.
+	st.Nodes[0].Gossip = "dead"
+	b.Reset()
+	printStatus(&b, st)
+	if strings.Contains(b.String(), "does not hold") {
+		t.Errorf("a warning about a dead node:\n%s", b.String())
 	}
 }

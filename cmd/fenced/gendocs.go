@@ -17,7 +17,7 @@ func init() {
 		return docgen.Command(api.Version, "8", docgen.Extras{
 			Files: [][2]string{
 				{"/etc/fenced/fenced.yaml", "The configuration (fenced.yaml(5)); run --config and validate --config name another."},
-				{"/etc/fenced/gossip.key", "The cluster key (gossip.key_file), the same on every node, mode 0400: fenced keygen creates it."},
+				{"/etc/fenced/gossip.key", "The cluster key (gossip.key_file), the same on every node, mode 0400: fenced keygen creates it. During a rotation it holds several, one a line, the first encrypting."},
 				{"/etc/fenced/secrets/", "The fence devices' passwords and communities, one file each (password_file, community_file), mode 0400; not needed on a witness."},
 				{"/var/lib/fenced/", "The data directory (data_dir): the raft log and snapshots, and fenced.lock, held while the daemon runs."},
 				{"/run/fenced/fenced.sock", "The control socket (api.socket) fencectl(1) talks to; root and members of group fenced may use it."},

@@ -35,7 +35,11 @@ every node (as gossip.key_file names it), keeping its mode:
   scp -p /etc/fenced/gossip.key node2:/etc/fenced/gossip.key
 
 An existing file is never overwritten unless --force is given: a node with a
-new key cannot talk to the others until every node has it.`,
+new key cannot talk to the others until every node has it. To rotate a
+running cluster's key, write the new one to another file and add it to
+gossip.key_file (which holds up to 8 keys, one a line, the first encrypting)
+in three rolling reloads: add it as the second line everywhere, move it first
+everywhere, remove the old line everywhere (README, "Rotating the cluster key").`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch size {

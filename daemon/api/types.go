@@ -158,7 +158,8 @@ type ReloadReply struct {
 	Node          string `json:"node"`
 	File          string `json:"file"`
 	// Changed are the keys that changed and apply now (devices, fence
-	// topologies, alerts); empty when the file was the same.
+	// topologies, alerts, and "gossip.key_file (keys ID, …)" when the key
+	// file's keys changed); empty when nothing did.
 	Changed     []string `json:"changed"`
 	Fingerprint string   `json:"fingerprint"`
 	// Committed is the cluster's fingerprint; Match whether the node's is it.
@@ -271,6 +272,9 @@ type SelfStatus struct {
 	NotReady string `json:"notReady,omitempty"`
 	// Watchdog is this node's watchdog device, when one is configured.
 	Watchdog *WatchdogStatus `json:"watchdog,omitempty"`
+	// Keys are the IDs of this node's cluster keys (gossip.key_file), the
+	// primary (the one it encrypts with) first; none in plaintext.
+	Keys []string `json:"keys,omitempty"`
 }
 
 // WatchdogStatus is the node's watchdog: armed while it may hold the
@@ -321,6 +325,10 @@ type NodeStatus struct {
 	// Standby: the replicated state holds the node in standby (never
 	// granted primacy).
 	Standby bool `json:"standby,omitempty"`
+	// Keys are the IDs of the node's cluster keys, the primary first, as
+	// it last advertised them (only the primary's when its gossip
+	// metadata had no room for more); none from an older fenced.
+	Keys []string `json:"keys,omitempty"`
 }
 
 // Record is one entry of the replicated history: a fence, unfence,

@@ -162,7 +162,9 @@ type Gossip struct {
 	// authenticates gossip and roots raft's mutual TLS. Required unless
 	// Plaintext is set: gossip carries the requests forwarded to the
 	// leader, including a node's release of the storage, which lets a
-	// successor skip the fence.
+	// successor skip the fence. It may hold up to 8 keys, one a line (a
+	// rotation): the first encrypts, all decrypt and are accepted for TLS;
+	// a reload applies a change of its content (not of its path) live.
 	KeyFile string `yaml:"key_file"`
 	// Plaintext allows unencrypted, unauthenticated gossip and raft (labs,
 	// tests).

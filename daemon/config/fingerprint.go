@@ -31,8 +31,9 @@ import (
 //	storage.* ; resources (names, in order) and resources.NAME.*
 //
 // Node-local, left out: node (which node this is), data_dir, api.*,
-// gossip.key_file (the key's path; the key itself must be the same, or the
-// node cannot talk to the others at all), metrics.*, watchdog.* (this
+// gossip.key_file (the keys' path; the keys must overlap, or the node cannot
+// talk to the others at all, and in a rotation they differ between nodes for a
+// while: they are no part of the fingerprint), metrics.*, watchdog.* (this
 // machine's device and its timeout), ocf_root (where this machine keeps its
 // agents), alerts, and every secret: a parameter whose name marks a secret
 // (SecretParam: password, community, key, …) and its _file and _script

@@ -12,7 +12,8 @@ import (
 // topologies, and the alerts. Everything else is read once at start: the
 // node list, names, roles and addresses (raft's voters and gossip's peers
 // are built from them), the timing (a lease cannot change length while it
-// runs), the paths (data_dir, api, ocf_root), the cluster key, the storage
+// runs), the paths (data_dir, api, ocf_root, gossip.key_file: the keys in
+// it change live, see Daemon.Reload), plaintext, the storage
 // and resources (they may be running), the watchdog, metrics.listen and the
 // history limit. A reload that changes any of those is refused as a whole.
 
