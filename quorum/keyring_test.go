@@ -380,7 +380,7 @@ func TestNodeMetaKeys(t *testing.T) {
 	if got.Keys != KeyID(keyB)+","+KeyID(keyA) {
 		t.Fatalf("keys %q", got.Keys)
 	}
-	m.meta.Store(&Meta{Role: "secondary", Version: strings.Repeat("v", 430)})
+	m.meta.Store(&Meta{Role: "secondary", Version: strings.Repeat("v", 440)})
 	got = Meta{}
 	b := (*mlDelegate)(m).NodeMeta(512)
 	json.Unmarshal(b, &got)
