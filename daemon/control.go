@@ -562,17 +562,16 @@ func (d *Daemon) transferRefusal(to string) error {
 			switch {
 			case m.State == "dead" || m.State == "left":
 				return "not reachable (gossip: " + m.State + ")"
-			case m.Meta.Ineligible:
-				return "not eligible (its status says why)"
 			}
+			// Not eligible is no refusal: eligibility comes back (device
+			// sessions opening, a configuration being accepted), and
+			// leadership handed to such a node is handed on.
 			return ""
 		}
 		return "not reachable (not in gossip)"
 	}
 	if to != "" {
-		// A named node that is merely not eligible is handed leadership
-		// all the same: it hands it on (eligibility can come back).
-		if w := why(to); w != "" && !strings.HasPrefix(w, "not eligible") {
+		if w := why(to); w != "" {
 			return &userError{fmt.Errorf("%s cannot take the group: it is %s", to, w)}
 		}
 		return nil

@@ -315,7 +315,7 @@ func newTransferCmd(a *app) *cobra.Command {
 		Short: "Hand primacy over gracefully (release, then move leadership), no fence",
 		Long: "Hand primacy over gracefully: the primary releases the group and raft leadership moves to NODE, or\n" +
 			"to the next node that may hold primacy. Refused, with the group left running where it is, when NODE\n" +
-			"(or every other node) is a witness, in standby, not eligible or not reachable.",
+			"(or every other node) is a witness, in standby or not reachable.",
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req := api.AdminRequest{}
