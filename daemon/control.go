@@ -559,8 +559,7 @@ func (d *Daemon) transferRefusal(to string) error {
 			if m.Name != n {
 				continue
 			}
-			switch {
-			case m.State == "dead" || m.State == "left":
+			if m.State == "dead" || m.State == "left" {
 				return "not reachable (gossip: " + m.State + ")"
 			}
 			// Not eligible is no refusal: eligibility comes back (device

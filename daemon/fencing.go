@@ -208,9 +208,6 @@ func (d *Daemon) adminLocal(ctx context.Context, method string, req AdminRequest
 		if req.Node == d.self {
 			return nil, &userError{fmt.Errorf("%s is already the primary-elect", req.Node)}
 		}
-		if req.Node != "" && d.raft.FSM().State().Standby[req.Node] {
-			return nil, &userError{fmt.Errorf("%s is in standby", req.Node)}
-		}
 		if err := d.transferRefusal(req.Node); err != nil {
 			return nil, err
 		}
