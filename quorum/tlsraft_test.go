@@ -25,6 +25,7 @@ func freeAddr(t *testing.T) string {
 type trust struct {
 	cluster string
 	key     []byte
+	hb      time.Duration // raft heartbeat timeout; 0: 200ms
 }
 
 // tcpCluster opens nodes a, b, c … on loopback TCP, node i with trusts[i].
@@ -44,7 +45,11 @@ func tcpCluster(t *testing.T, trusts ...trust) (map[string]*Raft, []Peer) {
 	}
 	nodes := map[string]*Raft{}
 	for i, p := range peers {
-		q, err := OpenRaft(RaftOptions{Self: p.Name, Peers: peers, HeartbeatTimeout: 200 * time.Millisecond, InMemory: true, Key: trusts[i].key, Cluster: trusts[i].cluster})
+		hb := trusts[i].hb
+		if hb == 0 {
+			hb = 200 * time.Millisecond
+		}
+		q, err := OpenRaft(RaftOptions{Self: p.Name, Peers: peers, HeartbeatTimeout: hb, InMemory: true, Key: trusts[i].key, Cluster: trusts[i].cluster})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -57,7 +62,7 @@ func tcpCluster(t *testing.T, trusts ...trust) (map[string]*Raft, []Peer) {
 var (
 	keyA = bytes.Repeat([]byte{7}, 32)
 	keyB = bytes.Repeat([]byte{8}, 32)
-	prod = trust{"prod", keyA}
+	prod = trust{cluster: "prod", key: keyA}
 )
 
 // TestRaftTLS: nodes holding the cluster key elect a leader and replicate
@@ -85,12 +90,18 @@ func TestRaftTLSRefusesOutsiders(t *testing.T) {
 		name     string
 		outsider trust
 	}{
-		{"other-key", trust{"prod", keyB}},
-		{"other-cluster", trust{"test", keyA}},
-		{"plaintext", trust{"prod", nil}},
+		{"other-key", trust{cluster: "prod", key: keyB}},
+		{"other-cluster", trust{cluster: "test", key: keyA}},
+		{"plaintext", trust{cluster: "prod"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			nodes, _ := tcpCluster(t, prod, prod, tc.outsider)
+			// The members time out slowly, so that a starved CI machine
+			// (-race, two cores, other packages running) does not cost
+			// them their leader; the outsider times out at 200ms and
+			// asks for votes ten times in the two seconds watched.
+			member := prod
+			member.hb = 2 * time.Second
+			nodes, _ := tcpCluster(t, member, member, tc.outsider)
 			l := waitLeader(t, nodes, []string{"a", "b"}, "")
 			term := nodes[l].Term()
 			// The outsider keeps timing out and asking for votes; with a
