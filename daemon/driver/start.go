@@ -174,6 +174,13 @@ func (d *Driver) unfence(try, failed int, delay time.Duration) {
 		d.env.Clock.After(joinPoll, func() { d.unfence(try, failed, delay) })
 		return
 	}
+	if why := listedThisBoot(d.env.Log.Holders(), d.cfg.Machine.Self, d.cfg.Boot); why != "" {
+		if d.setIneligible(SourceUnfence, why) {
+			d.lg.Warn("not unfencing this node yet: it may still run the group from before its daemon restarted", "why", why)
+		}
+		d.env.Clock.After(consentPoll, func() { d.unfence(try, failed, delay) })
+		return
+	}
 	if ok, why := unfenceRule(d.env.Log.History(), d.cfg.Machine.Self, d.cfg.Boot); !ok {
 		if d.setIneligible(SourceUnfence, why) {
 			d.lg.Error("not unfencing this node: it was fenced during this boot", "why", why)
@@ -245,6 +252,33 @@ func unfenceRule(history []fencing.Record, node, boot string) (bool, string) {
 	return false, fmt.Sprintf("fenced by %s at %s (%s) %s: unfencing would give the storage back to whatever of the group still runs here; "+
 		"reboot this node, or run `fencectl unfence %s` once nothing of the group runs here",
 		dash(fence.Executor), fence.Finished.UTC().Format(time.RFC3339), dash(fence.Reason), when, node)
+}
+
+// listedThisBoot is why node, in the boot boot, may not unfence itself
+// yet ("" if it may): the replicated state lists it as maybe running the
+// group (a mount intent with neither a release nor a confirmed stop since)
+// from this very boot, or a boot not known. Its daemon died holding the
+// group, and what it left may include writers its probe cannot see. The
+// takeover that follows fences it, and a fence is committed only once it
+// has cut the node off: an unfence begun before that commit would land
+// after the cut and undo it, while the new holder runs the group (the
+// rule on fences during this boot, unfenceRule, reads only committed
+// fences). So the node waits until the listing is cleared — by that fence
+// (then unfenceRule keeps it fenced until a reboot or `fencectl unfence`),
+// by a lease expiry on storage that checks tokens, by a watchdog reset or
+// by `fencectl confirm` — and a listing from an earlier boot is no reason
+// to wait: that boot, and everything it ran, is gone.
+func listedThisBoot(h quorum.Holders, node, boot string) string {
+	e, listed := h.Unconfirmed[node]
+	if !listed {
+		return ""
+	}
+	was := h.Boots[node]
+	if was != "" && boot != "" && was != boot {
+		return ""
+	}
+	return fmt.Sprintf("listed as maybe running the group since its mount intent at epoch %d, in this boot: not unfencing until "+
+		"the takeover fences it (then a reboot or `fencectl unfence %s`), or `fencectl confirm %s` once nothing of the group runs here", e, node, node)
 }
 
 func dash(s string) string {

@@ -130,8 +130,10 @@ func TestUnfenceRule(t *testing.T) {
 
 // The unfence waits for the probe: a node whose probe cannot stop a
 // leftover never unfences itself, and it asks the cluster to fence it
-// (marked unclean: power levels only); once the probe passes, it unfences,
-// and the listing stays for a fence or an admin to clear.
+// (marked unclean: power levels only). Once the probe passes, the listing
+// stays for a fence or an admin to clear, and the node does not unfence
+// while it lasts (listedThisBoot): its leftovers may include what the
+// probe cannot see. An admin's confirmation clears it; then it unfences.
 func TestStartProbeFirstThenEscalates(t *testing.T) {
 	w := newWorld(t, Config{Probe: true, Unfence: &UnfencePlan{Devices: []string{"scsi"}}, Boot: "B1"})
 	w.leader = "b"
@@ -152,8 +154,39 @@ func TestStartProbeFirstThenEscalates(t *testing.T) {
 	if _, ok := v.Unclean["a"]; !ok || v.Unconfirmed["a"] != 1 {
 		t.Fatalf("the listing changed after the probe passed: %+v", v)
 	}
-	if w.tries != 1 || w.inel[SourceUnfence] != "" || w.inel[SourceProbe] != "" {
+	if w.tries != 0 || !strings.Contains(w.inel[SourceUnfence], "in this boot") || w.inel[SourceProbe] != "" {
 		t.Fatalf("after the probe: %d unfences, ineligible %q", w.tries, w.ineligible())
+	}
+	w.commit(quorum.Command{Op: quorum.OpRecord, Record: &fencing.Record{Kind: fencing.KindConfirm, Target: "a",
+		Outcome: fencing.OutcomeSuccess, RequestedBy: "root@b"}})
+	w.run(2 * time.Second)
+	if _, ok := w.fsm.Holders().Unconfirmed["a"]; ok {
+		t.Fatal("the confirmation did not clear the listing")
+	}
+	if w.tries != 1 || w.inel[SourceUnfence] != "" {
+		t.Fatalf("after the confirmation: %d unfences, ineligible %q", w.tries, w.ineligible())
+	}
+}
+
+// A node listed as maybe running the group from a boot before this one
+// unfences at once: that boot, and whatever it ran, is gone. Listed from
+// this boot, it waits for the takeover's fence (found by the simulator: a
+// restarted node began its unfence before the fence that cut it off was
+// committed, and undid it while its successor ran the group).
+func TestUnfenceListedFromAnEarlierBoot(t *testing.T) {
+	for _, tc := range []struct {
+		listedIn string
+		unfences int
+	}{{"B0", 1}, {"B1", 0}, {"", 0}} {
+		w := newWorld(t, Config{Probe: true, Unfence: &UnfencePlan{Devices: []string{"scsi"}}, Boot: "B1"})
+		w.leader = "b"
+		w.commit(quorum.Command{Op: quorum.OpAcquire, Node: "a"})
+		w.commit(quorum.Command{Op: quorum.OpState, Node: "a", Epoch: 1, State: quorum.HolderMounting, Boot: tc.listedIn})
+		w.drv.Start()
+		w.run(5 * time.Second)
+		if w.tries != tc.unfences {
+			t.Errorf("listed in boot %q, now B1: %d unfences, want %d (ineligible %q)", tc.listedIn, w.tries, tc.unfences, w.ineligible())
+		}
 	}
 }
 

@@ -306,6 +306,8 @@ var regressions = []struct{ name, schedule string }{
 		"seed=3634 nodes=5 profile=0 storage=false quiet=true heal=4.994741413s ppm=0,0,0,0,0 down= calmdev= witness=n5 timings=0,5,4,0,3 faults=516.334614ms/crash/p:n1/113.340516ms/0/0x0;2.11862322s/pause/p:n2/1.097525646s/0/0x0;2.514364828s/loss/n4/317.525411ms/372/0x0"},
 	{"issue 21 item 5: a watchdog without magic close, disarmed by the daemon's exit, trusted by the watchdog level (written by hand)",
 		"seed=7 nodes=3 profile=0 storage=true quiet=true heal=5s ppm=0,0,0 down= calmdev= watchdog=n1,n2,n3 wdlevel=n1,n2,n3 nomagic=n1,n2,n3 faults=0s/device/n1/6s/18/0x0;0s/device/n2/6s/18/0x0;0s/device/n3/6s/18/0x0;2s/crash/p:n1/0s/0/0x0"},
+	{"a node restarted in the boot it had the storage in began its unfence before the takeover's fence of it was committed, and undid that fence while its successor ran the group (found by TestSimulation, seed 4662696304134564057)",
+		"seed=4662696304134564057 nodes=7 profile=2 storage=true quiet=false heal=4.860806009s ppm=0,0,0,0,0,0,0 down=n5:off calmdev= scsi=n1,n3,n4,n5 scsionly=n4,n5 nosysrq=n2,n3,n4 stray=n1,n2,n3,n4 blind=n3 timings=2,2,3,4,5,2,5 faults=2.141087262s/partition/n3/1.920103953s/0/0x6d;3.162546145s/partition/n7/2.907196729s/1/0x0;3.526473834s/standby/n7/2.081225302s/0/0x0;4.095701977s/crash/p:n6/1.264083051s/0/0x0"},
 	{"the same, the schedule written by hand",
 		"seed=1 nodes=3 profile=0 storage=true quiet=true heal=6s ppm=0,0,0 down= calmdev= faults=0s/device/n2/6s/18/0x0;1s/crash/n2/300ms/0/0;2s/device/n1/6s/34/0;2s/device/n3/6s/34/0;2.2s/partition/p:n1/2s/1/0;3.2s/handover/n1/0s/1/0;3.25s/handover/n1/0s/1/0"},
 }
