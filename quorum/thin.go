@@ -86,6 +86,8 @@ func (s *tcpStream) Addr() net.Addr { return s.advertise }
 
 // Dial connects to a peer.
 func (s *tcpStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	d := net.Dialer{Timeout: timeout, Control: thinControl}
-	return d.Dial("tcp", string(addr))
+	d := net.Dialer{Control: thinControl}
+	return hedgedDial(timeout, dialHedgeEvery, dialHedgeMost, func(ctx context.Context) (net.Conn, error) {
+		return d.DialContext(ctx, "tcp", string(addr))
+	})
 }

@@ -1,6 +1,7 @@
 package quorum
 
 import (
+	"context"
 	"crypto/ed25519"
 	"crypto/hkdf"
 	"crypto/rand"
@@ -20,6 +21,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -310,6 +312,12 @@ func (s *tlsStream) handshake(raw net.Conn, release func()) {
 			return // closed at shutdown: not the peer's doing
 		default:
 		}
+		if s.admit.isKnown(raw.RemoteAddr()) && sc.keyRefusal(err) == "" && brokenOff(err) {
+			// A cluster node's dial that gave up (a lossy link; the
+			// losers of a hedged dial): not a stranger's traffic.
+			s.log.Debug("raft: a cluster node's connection ended during its TLS handshake", "from", raw.RemoteAddr().String(), "err", err)
+			return
+		}
 		reason := "TLS handshake failed (no or wrong cluster key)"
 		if r := sc.keyRefusal(err); r != "" {
 			reason = r
@@ -330,6 +338,14 @@ func (s *tlsStream) handshake(raw net.Conn, release func()) {
 	case <-s.stop:
 		kc.Close()
 	}
+}
+
+// brokenOff reports whether a handshake ended because the connection did:
+// closed, reset or timed out, rather than refused over its contents.
+func brokenOff(err error) bool {
+	var ne net.Error
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.As(err, &ne) && ne.Timeout()
 }
 
 // keyedConn is an established raft connection, known to its stream until
@@ -428,13 +444,17 @@ func (s *tlsStream) Close() error {
 // accepting side logs it (raft itself retries, at DEBUG).
 func (s *tlsStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	sc := s.conf.Load()
-	c, err := tls.DialWithDialer(&net.Dialer{Timeout: timeout, Control: thinControl}, "tcp", string(addr), sc.tls)
+	d := tls.Dialer{NetDialer: &net.Dialer{Control: thinControl}, Config: sc.tls}
+	nc, err := hedgedDial(timeout, dialHedgeEvery, dialHedgeMost, func(ctx context.Context) (net.Conn, error) {
+		return d.DialContext(ctx, "tcp", string(addr))
+	})
 	if err != nil {
 		if r := sc.keyRefusal(err); r != "" {
 			s.refused.note("raft-dial", r, string(addr), err.Error())
 		}
 		return nil, err
 	}
+	c := nc.(*tls.Conn)
 	if err := s.admitted(c); err != nil {
 		return nil, err
 	}
