@@ -72,7 +72,8 @@ type Detector struct {
 	lonelyTries int
 	holdTill    time.Time     // an earlier-ranked node is standing
 	urgeTill    time.Time     // this node's log is newer than an asker's: it stands at once
-	deferred    time.Time     // when this node last held back for an earlier-ranked one (watch's own)
+	deferred    time.Time     // when this node last held back for another node (watch's own)
+	deferRun    time.Time     // the first hold of the run that deferred continues (held back again within 2 × Detect)
 	wake        chan struct{} // wakes watch (an urge)
 	renew       renewState    // lease renewal rounds (renew.go)
 	stop        chan struct{}
@@ -364,17 +365,27 @@ func (d *Detector) sinceBeacon(leader string) time.Duration {
 // leadership on, one more election), and stands after all if that node
 // does not.
 func (d *Detector) stand(leader string, rank int, s time.Duration) {
-	agree, asked, deferTo := d.confirm(leader, rank)
-	sinceHeld := forever
+	agree, asked, deferTo, standing := d.confirm(leader, rank)
+	sinceHeld, heldFor := forever, time.Duration(0)
 	if !d.deferred.IsZero() {
 		sinceHeld = time.Since(d.deferred)
+		if sinceHeld <= 2*d.opts.Detect {
+			heldFor = time.Since(d.deferRun)
+		}
 	}
-	switch d.timing().Decide(agree, d.opts.Majority, deferTo != "", sinceHeld) {
+	switch d.timing().Decide(agree, d.opts.Majority, deferTo != "", standing, sinceHeld, heldFor) {
 	case HoldBack:
 		d.endLonely("a majority finds it silent too")
+		if sinceHeld > 2*d.opts.Detect {
+			d.deferRun = time.Now()
+		}
 		d.deferred = time.Now()
 		d.hold()
-		d.log.Info("leader silent for a majority: an earlier-ranked node stands", "leader", leader, "silent", s.Round(time.Millisecond), "rank", rank, "to", deferTo)
+		if standing {
+			d.log.Info("leader silent for a majority: another node stands already", "leader", leader, "silent", s.Round(time.Millisecond), "rank", rank, "to", deferTo)
+		} else {
+			d.log.Info("leader silent for a majority: an earlier-ranked node stands", "leader", leader, "silent", s.Round(time.Millisecond), "rank", rank, "to", deferTo)
+		}
 	case NoElection:
 		if d.lonely != leader {
 			d.endLonely("another leader")
@@ -422,12 +433,15 @@ type silenceResp struct {
 	// itself, because its log is newer than the asker's, or as new and it
 	// ranks before the asker (see stand).
 	Defer bool `json:"defer,omitempty"`
+	// Standing: it defers because it is a candidate already (Reply).
+	Standing bool `json:"standing,omitempty"`
 }
 
 // confirm asks the other voters whether the leader is silent for them too
 // and returns how many agree (this node included), how many it asked, and
-// an earlier-ranked node that agrees and will stand itself ("" if none).
-func (d *Detector) confirm(leader string, rank int) (agree, asked int, deferTo string) {
+// a node that agrees and will stand itself ("" if none), and whether that
+// one is a candidate already (one that is, if any is).
+func (d *Detector) confirm(leader string, rank int) (agree, asked int, deferTo string, standing bool) {
 	idx, term := d.r.LastLog()
 	body, _ := json.Marshal(silenceReq{Leader: leader, Rank: rank, LogTerm: term, LogIndex: idx})
 	ctx, cancel := context.WithTimeout(context.Background(), max(d.opts.Detect/4, 20*time.Millisecond))
@@ -439,8 +453,8 @@ func (d *Detector) confirm(leader string, rank int) (agree, asked int, deferTo s
 		}
 	}
 	type answer struct {
-		from          string
-		agree, defers bool
+		from                    string
+		agree, defers, standing bool
 	}
 	answers := make(chan answer, len(peers))
 	var wg sync.WaitGroup
@@ -454,7 +468,7 @@ func (d *Detector) confirm(leader string, rank int) (agree, asked int, deferTo s
 			out, err := d.m.CallDatagram(ctx, p, silenceMethod, body, d.opts.Detect/32)
 			var r silenceResp
 			ok := err == nil && json.Unmarshal(out, &r) == nil && time.Duration(r.SilentNs) >= d.agreeAt()
-			answers <- answer{from: p, agree: ok, defers: ok && r.Defer}
+			answers <- answer{from: p, agree: ok, defers: ok && r.Defer, standing: ok && r.Defer && r.Standing}
 		}()
 	}
 	wg.Wait()
@@ -464,11 +478,11 @@ func (d *Detector) confirm(leader string, rank int) (agree, asked int, deferTo s
 		if a.agree {
 			agree++
 		}
-		if a.defers && deferTo == "" {
-			deferTo = a.from
+		if a.defers && (deferTo == "" || a.standing && !standing) {
+			deferTo, standing = a.from, a.standing
 		}
 	}
-	return agree, len(peers), deferTo
+	return agree, len(peers), deferTo, standing
 }
 
 // hold keeps this node from standing for Detect/2: another node stands.
@@ -504,7 +518,7 @@ func (d *Detector) answer(from string, body []byte) ([]byte, error) {
 	}
 	a := Asked{Leader: req.Leader, Current: d.r.Leader(), Silent: d.Silence(), AskerRank: req.Rank,
 		Mine: slices.Index(d.opts.Order(req.Leader), d.r.self), Follower: d.r.r.State() == raft.Follower,
-		Holding: time.Now().Before(d.holdUntil())}
+		Candidate: d.r.r.State() == raft.Candidate, Holding: time.Now().Before(d.holdUntil())}
 	if req.LogTerm != 0 || req.LogIndex != 0 {
 		idx, term := d.r.LastLog()
 		a.Newer = CompareLog(term, idx, req.LogTerm, req.LogIndex)
@@ -516,7 +530,7 @@ func (d *Detector) answer(from string, body []byte) ([]byte, error) {
 	case r.Hold:
 		d.hold()
 	}
-	return json.Marshal(silenceResp{SilentNs: int64(r.Silent), Defer: r.Defers})
+	return json.Marshal(silenceResp{SilentNs: int64(r.Silent), Defer: r.Defers, Standing: r.Standing})
 }
 
 // urge makes this node stand at once (its log is newer than an asker's),

@@ -87,6 +87,8 @@ type Asked struct {
 	Newer int
 	// Follower: this node follows (is not a candidate or the leader).
 	Follower bool
+	// Candidate: this node stands for election now.
+	Candidate bool
 	// Holding: a hold of this node's own runs.
 	Holding bool
 }
@@ -105,12 +107,20 @@ type Reply struct {
 	// Hold: this node holds back, the asker stands (its log is newer, or
 	// it ranks first).
 	Hold bool
+	// Standing: this node defers the asker because it is a candidate
+	// already. Standing too would split the vote (both ask in the same
+	// term, each has voted for itself), and under packet loss a vote
+	// request takes a few retransmissions to arrive: the asker holds back
+	// for as long as the candidacy may take (Decide).
+	Standing bool
 }
 
 // Answer settles, when both find the leader silent, which of the two
-// stands: the one with the newer log (the other could not win this node's
-// vote, or would need others'), and with logs alike the earlier-ranked one
-// — unless this node already holds back for another.
+// stands: a node that already stands unless the asker's log is newer (its
+// vote request is on its way; a second candidacy in its term would split
+// the vote), else the one with the newer log (the other could not win this
+// node's vote, or would need others'), and with logs alike the
+// earlier-ranked one — unless this node already holds back for another.
 func (t DetectTiming) Answer(a Asked) Reply {
 	r := Reply{Silent: a.Silent}
 	switch {
@@ -125,6 +135,8 @@ func (t DetectTiming) Answer(a Asked) Reply {
 	r.Agrees = true
 	switch {
 	case a.Mine < 0:
+	case a.Candidate && a.Newer >= 0:
+		r.Defers, r.Standing = true, true
 	case a.Newer > 0 && a.Follower:
 		r.Defers, r.Urge = true, true
 	case a.Newer < 0 || a.Mine > a.AskerRank:
@@ -144,24 +156,37 @@ const (
 	// leader silent; a follower cut off from the leader alone disturbs
 	// nobody.
 	NoElection Verdict = iota
-	// HoldBack: an earlier-ranked node that agrees stands itself; this one
-	// holds back (Detect/2), once per 2 × Detect, and stands after all if
-	// that one does not.
+	// HoldBack: a node that agrees stands itself (it ranks earlier or has
+	// the newer log, or it is a candidate already); this one holds back
+	// (Detect/2), once per 2 × Detect, and stands after all if that one
+	// does not win. For a candidate it holds back again and again, up to
+	// CandidateHold in a row: its vote request may need retransmissions.
 	HoldBack
 	// Stand: stand for election, as a leadership transfer does.
 	Stand
 )
 
 // Decide is the verdict after asking: agree is how many find the leader
-// silent (this node included), deferTo whether an earlier-ranked node said
-// it will stand, sinceHeld how long ago this node last held back for one
-// (forever if never).
-func (t DetectTiming) Decide(agree, majority int, deferTo bool, sinceHeld time.Duration) Verdict {
+// silent (this node included), deferTo whether another node said it will
+// stand and standing whether it said it is a candidate already, sinceHeld
+// how long ago this node last held back (forever if never) and heldFor
+// how long it has held back in a row (since the first hold after a pause
+// of more than 2 × Detect; 0 if it does not hold).
+func (t DetectTiming) Decide(agree, majority int, deferTo, standing bool, sinceHeld, heldFor time.Duration) Verdict {
 	switch {
 	case agree < majority:
 		return NoElection
 	case deferTo && sinceHeld > 2*t.Detect:
 		return HoldBack
+	case deferTo && standing && heldFor < t.CandidateHold():
+		return HoldBack
 	}
 	return Stand
 }
+
+// CandidateHold is how long in a row a node holds back for a candidate
+// (4 × Detect): long enough for its vote request to get through a lossy
+// link (TCP retransmits after 200 ms, then later), bounded so that a
+// candidate that cannot win (its requests lost for good) does not keep
+// the others from standing.
+func (t DetectTiming) CandidateHold() time.Duration { return 4 * t.Detect }

@@ -52,12 +52,15 @@ func TestAnswer(t *testing.T) {
 		{"agrees at a beacon interval short of Detect", with(func(a *Asked) { a.Silent = AgreeAt(dt.Detect) }), Reply{Silent: AgreeAt(dt.Detect), Agrees: true}},
 		{"does not act on that leader", with(func(a *Asked) { a.Mine = -1; a.Newer = 1 }), Reply{Silent: time.Second, Agrees: true}},
 		{"its log is newer: it stands at once", with(func(a *Asked) { a.Newer = 1; a.Mine = 5 }), Reply{Silent: time.Second, Agrees: true, Defers: true, Urge: true}},
-		{"its log is newer but it is a candidate", with(func(a *Asked) { a.Newer = 1; a.Follower = false }), Reply{Silent: time.Second, Agrees: true}},
+		{"its log is newer and it is a candidate: the asker holds back", with(func(a *Asked) { a.Newer = 1; a.Follower, a.Candidate = false, true }), Reply{Silent: time.Second, Agrees: true, Defers: true, Standing: true}},
+		{"a candidate ranked after the asker, logs alike: the asker holds back", with(func(a *Asked) { a.Mine = 2; a.Follower, a.Candidate = false, true }), Reply{Silent: time.Second, Agrees: true, Defers: true, Standing: true}},
+		{"a candidate whose log is older: it holds back", with(func(a *Asked) { a.Newer = -1; a.Follower, a.Candidate = false, true }), Reply{Silent: time.Second, Agrees: true, Hold: true}},
+		{"a candidate that does not act on that leader", with(func(a *Asked) { a.Mine = -1; a.Follower, a.Candidate = false, true }), Reply{Silent: time.Second, Agrees: true}},
 		{"its log is older: it holds back", with(func(a *Asked) { a.Newer = -1; a.Mine = 0 }), Reply{Silent: time.Second, Agrees: true, Hold: true}},
 		{"logs alike, it ranks after the asker", with(func(a *Asked) { a.Mine = 2 }), Reply{Silent: time.Second, Agrees: true, Hold: true}},
 		{"logs alike, it ranks first: it stands", with(func(a *Asked) { a.Mine = 0 }), Reply{Silent: time.Second, Agrees: true, Defers: true}},
 		{"ranks first but already holds back", with(func(a *Asked) { a.Mine = 0; a.Holding = true }), Reply{Silent: time.Second, Agrees: true}},
-		{"ranks first but is no follower", with(func(a *Asked) { a.Mine = 0; a.Follower = false }), Reply{Silent: time.Second, Agrees: true}},
+		{"ranks first but is no follower nor candidate", with(func(a *Asked) { a.Mine = 0; a.Follower = false }), Reply{Silent: time.Second, Agrees: true}},
 	} {
 		if got := dt.Answer(c.a); got != c.want {
 			t.Errorf("%s: Answer = %+v, want %+v", c.name, got, c.want)
@@ -67,20 +70,24 @@ func TestAnswer(t *testing.T) {
 
 func TestDecide(t *testing.T) {
 	for _, c := range []struct {
-		name      string
-		agree     int
-		deferTo   bool
-		sinceHeld time.Duration
-		want      Verdict
+		name              string
+		agree             int
+		deferTo, standing bool
+		sinceHeld         time.Duration
+		heldFor           time.Duration
+		want              Verdict
 	}{
-		{"no majority", 1, false, forever, NoElection},
-		{"no majority, an earlier one stands", 1, true, forever, NoElection},
-		{"a majority", 2, false, forever, Stand},
-		{"a majority, an earlier-ranked node stands", 2, true, forever, HoldBack},
-		{"held back a moment ago: stands after all", 2, true, time.Second, Stand},
-		{"held back more than 2 × Detect ago", 3, true, 2*dt.Detect + 1, HoldBack},
+		{"no majority", 1, false, false, forever, 0, NoElection},
+		{"no majority, an earlier one stands", 1, true, false, forever, 0, NoElection},
+		{"no majority, a candidate stands", 1, true, true, forever, 0, NoElection},
+		{"a majority", 2, false, false, forever, 0, Stand},
+		{"a majority, an earlier-ranked node stands", 2, true, false, forever, 0, HoldBack},
+		{"held back a moment ago: stands after all", 2, true, false, time.Second, time.Second, Stand},
+		{"held back more than 2 × Detect ago", 3, true, false, 2*dt.Detect + 1, 0, HoldBack},
+		{"a candidate stands: holds back again", 2, true, true, dt.Detect / 2, dt.Detect, HoldBack},
+		{"a candidate stands, held back CandidateHold in a row: stands after all", 2, true, true, dt.Detect / 2, dt.CandidateHold(), Stand},
 	} {
-		if got := dt.Decide(c.agree, 2, c.deferTo, c.sinceHeld); got != c.want {
+		if got := dt.Decide(c.agree, 2, c.deferTo, c.standing, c.sinceHeld, c.heldFor); got != c.want {
 			t.Errorf("%s: Decide = %d, want %d", c.name, got, c.want)
 		}
 	}

@@ -135,7 +135,7 @@ func (p *proc) watchOnce() {
 	}
 	p.lastTry, p.asking = now, true
 	agree, answered, self := 1, 0, p.n.id
-	deferTo := -1
+	deferTo, standing := -1, false
 	lastIdx, lastTerm := p.n.lastIndex(), p.n.lastTerm()
 	peers := 0
 	finish := func() {
@@ -147,12 +147,19 @@ func (p *proc) watchOnce() {
 			return
 		}
 		now := int64(p.n.local())
-		sinceHeld := time.Duration(math.MaxInt64)
+		dt := p.detectTiming()
+		sinceHeld, heldFor := time.Duration(math.MaxInt64), time.Duration(0)
 		if p.deferred != noContact {
 			sinceHeld = time.Duration(now - p.deferred)
+			if sinceHeld <= 2*dt.Detect {
+				heldFor = time.Duration(now - p.deferRun)
+			}
 		}
-		switch p.detectTiming().Decide(agree, p.w.majority, deferTo >= 0, sinceHeld) {
+		switch dt.Decide(agree, p.w.majority, deferTo >= 0, standing, sinceHeld, heldFor) {
 		case quorum.HoldBack:
+			if sinceHeld > 2*dt.Detect {
+				p.deferRun = now
+			}
 			p.deferred = now
 			p.holdTill = now + int64(p.detectTiming().Detect/2)
 			p.w.tracef("%s leader %s silent for a majority: %s stands", p.n.name, nodeName(l), nodeName(deferTo))
@@ -167,7 +174,7 @@ func (p *proc) watchOnce() {
 		}
 		peers++
 		p.w.net.send(self, i, 0, func(q *proc) {
-			ok, defers := q.answerSilence(l, rank, lastTerm, lastIdx)
+			ok, defers, stands := q.answerSilence(l, rank, lastTerm, lastIdx)
 			q.w.net.send(q.n.id, self, 0, func(r *proc) {
 				if !r.asking {
 					return
@@ -176,8 +183,8 @@ func (p *proc) watchOnce() {
 				if ok {
 					agree++
 				}
-				if defers && deferTo < 0 {
-					deferTo = q.n.id
+				if defers && (deferTo < 0 || stands && !standing) {
+					deferTo, standing = q.n.id, stands
 				}
 				if answered == peers {
 					finish()
@@ -192,7 +199,7 @@ func (p *proc) watchOnce() {
 // and log, about leader l (DetectTiming.Answer): whether this node finds l
 // silent too, and whether it will stand itself; what it does besides (hold
 // back, or stand at once) it does here.
-func (q *proc) answerSilence(l, rank int, logTerm, logIdx uint64) (agrees, defers bool) {
+func (q *proc) answerSilence(l, rank int, logTerm, logIdx uint64) (agrees, defers, standing bool) {
 	now := int64(q.n.local())
 	cur := ""
 	if q.leaderID >= 0 {
@@ -200,7 +207,7 @@ func (q *proc) answerSilence(l, rank int, logTerm, logIdx uint64) (agrees, defer
 	}
 	r := q.detectTiming().Answer(quorum.Asked{Leader: nodeName(l), Current: cur, Silent: q.silence(),
 		Mine: q.rankOf(q.n.id, l), AskerRank: rank, Newer: quorum.CompareLog(q.n.lastTerm(), q.n.lastIndex(), logTerm, logIdx),
-		Follower: q.role == follower, Holding: now < q.holdTill})
+		Follower: q.role == follower, Candidate: q.role == candidate, Holding: now < q.holdTill})
 	half := int64(q.detectTiming().Detect / 2)
 	switch {
 	case r.Urge:
@@ -209,5 +216,5 @@ func (q *proc) answerSilence(l, rank int, logTerm, logIdx uint64) (agrees, defer
 	case r.Hold:
 		q.holdTill = now + half
 	}
-	return r.Agrees, r.Defers
+	return r.Agrees, r.Defers, r.Standing
 }

@@ -62,7 +62,8 @@ type proc struct {
 	beacon     []int64 // last beacon per leader, on this node's clock
 	holdTill   int64
 	urgeTill   int64 // its log is newer than an asker's: it stands at once
-	deferred   int64 // when it last held back for an earlier-ranked node
+	deferred   int64 // when it last held back for another node
+	deferRun   int64 // the first hold of the run deferred continues
 	lastTry    int64
 	asking     bool
 	prevLeader int // the leader known before the current one (-1: none)
