@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"math"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -34,6 +35,15 @@ import (
 // and counts the log lines. It reports the growth per hour fitted over the
 // second half of the run, extrapolated to a year, and the log lines per
 // hour when idle and per event. It asserts nothing about the figures.
+//
+// The Go heap in use breathes by megabytes between collections, so its
+// peak says little about a leak. Each sample therefore also asks every
+// node for a heap profile with a collection first (/debug/pprof/heap?gc=1
+// on its local socket) and records the bytes still allocated after it:
+// the live heap, which a leak makes grow and the collector's pacing does
+// not. With FENCED_LONGLIFE_PROFILES naming a directory, node1's heap
+// profile is kept there every FENCED_LONGLIFE_PROFILE_MINUTES (default 15),
+// for `go tool pprof -diff_base` to name what grew.
 //
 // node1 is never fenced nor killed (it is made primary by transfers, and
 // primacy is moved off it before a kill), so its process lives through the
@@ -64,14 +74,15 @@ func BenchmarkLongLife(b *testing.B) {
 		if err := c.Start(); err != nil {
 			b.Fatal(err)
 		}
-		ll := &longLife{b: b, c: c, metrics: metrics, dataDirs: make([]string, 3)}
+		ll := &longLife{b: b, c: c, metrics: metrics, dataDirs: make([]string, 3),
+			profiles: os.Getenv("FENCED_LONGLIFE_PROFILES"), profileEvery: time.Duration(envFloat("FENCED_LONGLIFE_PROFILE_MINUTES", 15) * float64(time.Minute))}
 		if path := os.Getenv("FENCED_LONGLIFE_CSV"); path != "" {
 			f, err := os.Create(path)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer f.Close()
-			fmt.Fprintln(f, "seconds,node,pid,rss_mib,anon_mib,heap_inuse_mib,goroutines,fds,raft_db_mib,snapshots_mib")
+			fmt.Fprintln(f, "seconds,node,pid,rss_mib,anon_mib,heap_inuse_mib,heap_live_mib,goroutines,fds,raft_db_mib,snapshots_mib")
 			ll.csv = f
 		}
 		for i, n := range c.Nodes {
@@ -124,6 +135,10 @@ type longLife struct {
 	samples  []llSample
 	events   []llEvent
 	csv      io.Writer // every sample, if FENCED_LONGLIFE_CSV names a file
+
+	profiles     string        // directory for node1's heap profiles ("": none kept)
+	profileEvery time.Duration // how often one is kept
+	nextProfile  time.Duration // since t0
 }
 
 // llSample is one node's figures at one moment.
@@ -134,6 +149,7 @@ type llSample struct {
 	rss        float64 // MiB
 	anon       float64 // MiB: RssAnon, the process's own memory (RSS also counts mapped files: the binary, raft.db)
 	heap       float64 // MiB: go_memstats_heap_inuse_bytes
+	live       float64 // MiB: bytes allocated right after a forced collection
 	goroutines float64
 	fds        float64
 	raftDB     float64 // MiB
@@ -169,14 +185,65 @@ func (ll *longLife) sample() {
 		if h, err := scrapeGauge(ll.metrics[i], "go_memstats_heap_inuse_bytes"); err == nil {
 			s.heap = h / (1 << 20)
 		}
+		if live, err := ll.liveHeap(n, i == survivor); err == nil {
+			s.live = live
+		} else {
+			ll.b.Logf("%s: %v", n.Name, err)
+		}
 		s.raftDB = fileMiB(filepath.Join(ll.dataDirs[i], "raft.db"))
 		s.snapshots = dirMiB(filepath.Join(ll.dataDirs[i], "snapshots"))
 		ll.samples = append(ll.samples, s)
 		if ll.csv != nil {
-			fmt.Fprintf(ll.csv, "%.0f,%s,%d,%.3f,%.3f,%.3f,%.0f,%.0f,%.4f,%.4f\n", s.at.Seconds(), n.Name, pid,
-				s.rss, s.anon, s.heap, s.goroutines, s.fds, s.raftDB, s.snapshots)
+			fmt.Fprintf(ll.csv, "%.0f,%s,%d,%.3f,%.3f,%.3f,%.3f,%.0f,%.0f,%.4f,%.4f\n", s.at.Seconds(), n.Name, pid,
+				s.rss, s.anon, s.heap, s.live, s.goroutines, s.fds, s.raftDB, s.snapshots)
 		}
 	}
+}
+
+// liveHeap asks n for a heap profile taken after a collection and returns
+// the bytes still allocated then (HeapAlloc in the profile's text form).
+// For node1 (keep), it also keeps the profile itself in ll.profiles when
+// one is due.
+func (ll *longLife) liveHeap(n *devcluster.Node, keep bool) (float64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl := n.Client()
+	defer cl.Close()
+	body, err := cl.Get(ctx, "/debug/pprof/heap", url.Values{"gc": {"1"}, "debug": {"1"}})
+	if err != nil {
+		return 0, fmt.Errorf("heap profile: %w", err)
+	}
+	defer body.Close()
+	live := math.NaN()
+	sc := bufio.NewScanner(body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "# HeapAlloc = "); ok {
+			if x, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+				live = x / (1 << 20)
+			}
+		}
+	}
+	if math.IsNaN(live) {
+		return 0, fmt.Errorf("heap profile: no HeapAlloc line")
+	}
+	if at := time.Since(ll.t0); keep && ll.profiles != "" && at >= ll.nextProfile {
+		ll.nextProfile = at + ll.profileEvery
+		raw, err := cl.Get(ctx, "/debug/pprof/heap", nil) // the collection just ran
+		if err != nil {
+			return live, fmt.Errorf("heap profile: %w", err)
+		}
+		defer raw.Close()
+		f, err := os.Create(filepath.Join(ll.profiles, fmt.Sprintf("%s-heap-%04.0fmin.pb.gz", n.Name, at.Minutes())))
+		if err != nil {
+			return live, err
+		}
+		defer f.Close()
+		if _, err := io.Copy(f, raw); err != nil {
+			return live, err
+		}
+	}
+	return live, nil
 }
 
 // scrapeGauge reads one unlabelled gauge from a Prometheus text endpoint.
@@ -345,7 +412,7 @@ func (ll *longLife) report(total time.Duration) {
 		byPid[s.pid].s = append(byPid[s.pid].s, s)
 	}
 	last := ll.samples[len(ll.samples)-1].at
-	var worstRSSYear, worstRSSSlope, worstGor, worstFD, worstHeap float64
+	var worstRSSYear, worstRSSSlope, worstGor, worstFD, worstHeap, worstLive, worstLiveYear float64
 	fitted := 0
 	for _, p := range procs {
 		if !before[p.pid] || p.s[len(p.s)-1].at < last-time.Minute || len(p.s) < 3 {
@@ -356,12 +423,15 @@ func (ll *longLife) report(total time.Duration) {
 		rss0, rssH := fitPerHour(p.s, func(s llSample) float64 { return s.rss })
 		a0, aH := fitPerHour(p.s, func(s llSample) float64 { return s.anon })
 		h0, hH := fitPerHour(p.s, func(s llSample) float64 { return s.heap })
+		l0, lH := fitPerHour(p.s, func(s llSample) float64 { return s.live })
+		liveYear, liveHow := yearOf(p.s, func(s llSample) float64 { return s.live }, lH)
 		g0, gH := fitPerHour(p.s, func(s llSample) float64 { return s.goroutines })
 		f0, fH := fitPerHour(p.s, func(s llSample) float64 { return s.fds })
 		rssYear, rssHow := yearOf(p.s, func(s llSample) float64 { return s.rss }, rssH)
-		b.Logf("%s (pid %d, %d samples over the second half): RSS %.1f MiB %+.2f MiB/h (a year: %.0f MiB, %s), of it anonymous %.1f MiB %+.2f MiB/h; Go heap in use %.2f MiB %+.3f MiB/h; goroutines %.0f %+.1f/h; descriptors %.0f %+.2f/h",
-			name, p.pid, len(p.s), rss0, rssH, rssYear, rssHow, a0, aH, h0, hH, g0, gH, f0, fH)
+		b.Logf("%s (pid %d, %d samples over the second half): RSS %.1f MiB %+.2f MiB/h (a year: %.0f MiB, %s), of it anonymous %.1f MiB %+.2f MiB/h; Go heap in use %.2f MiB %+.3f MiB/h, live after a collection %.2f MiB %+.3f MiB/h (a year: %.1f MiB, %s); goroutines %.0f %+.1f/h; descriptors %.0f %+.2f/h",
+			name, p.pid, len(p.s), rss0, rssH, rssYear, rssHow, a0, aH, h0, hH, l0, lH, liveYear, liveHow, g0, gH, f0, fH)
 		worstHeap = max(worstHeap, hH)
+		worstLive, worstLiveYear = max(worstLive, lH), max(worstLiveYear, liveYear)
 		worstRSSYear, worstRSSSlope = max(worstRSSYear, rssYear), max(worstRSSSlope, rssH)
 		worstGor, worstFD = max(worstGor, gH), max(worstFD, fH)
 	}
@@ -411,11 +481,13 @@ func (ll *longLife) report(total time.Duration) {
 		}
 		return "OVER 100 MiB"
 	}
-	b.Logf("a year: RSS %.0f MiB (%s), disk %.1f MiB (%s); load average %s", worstRSSYear, verdict(worstRSSYear), worstDiskYear, verdict(worstDiskYear), loadAvg())
+	b.Logf("a year: RSS %.0f MiB (%s), live Go heap %.1f MiB (%s), disk %.1f MiB (%s); load average %s", worstRSSYear, verdict(worstRSSYear), worstLiveYear, verdict(worstLiveYear), worstDiskYear, verdict(worstDiskYear), loadAvg())
 
 	b.ReportMetric(worstRSSSlope, "rss-MiB/h")
 	b.ReportMetric(worstRSSYear, "rss-year-MiB")
 	b.ReportMetric(worstHeap, "heap-MiB/h")
+	b.ReportMetric(worstLive, "live-heap-MiB/h")
+	b.ReportMetric(worstLiveYear, "live-heap-year-MiB")
 	b.ReportMetric(worstGor, "goroutines/h")
 	b.ReportMetric(worstFD, "fds/h")
 	b.ReportMetric(worstDiskSlope, "disk-MiB/h")
