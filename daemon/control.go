@@ -402,10 +402,18 @@ type effects struct{ d *Daemon }
 func (e effects) Fence(s *driver.Scope, fr driver.FenceRequest, done func(fencing.Record)) {
 	d := e.d
 	req := d.engineRequest(fr)
+	// A fence's progress (each attempt) is queued for the log, not waited
+	// for: the fence's own result must not wait on a commit (under packet
+	// loss one took seconds, after the read-back had confirmed the target
+	// off). Queued in order on this leader, each lands before the final
+	// record the driver commits after the fence returns (ApplyQueued).
 	req.OnProgress = func(r fencing.Record) {
-		if _, err := d.raft.Apply(quorum.Command{Op: quorum.OpRecord, Record: &r}, d.commitTimeout()); err != nil {
-			d.log.Warn("commit fence progress", "fence_id", r.ID, "err", err)
-		}
+		wait := d.raft.ApplyQueued(quorum.Command{Op: quorum.OpRecord, Record: &r}, d.commitTimeout())
+		go func() {
+			if _, err := wait(); err != nil {
+				d.log.Warn("commit fence progress", "fence_id", r.ID, "err", err)
+			}
+		}()
 	}
 	ctx := s.Context()
 	d.async(func() func() {

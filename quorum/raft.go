@@ -453,6 +453,35 @@ func (q *Raft) Apply(c Command, timeout time.Duration) (any, error) {
 	return f.Response(), nil
 }
 
+// ApplyQueued hands c to raft and returns at once, before it is
+// committed; wait blocks until it is, with the state machine's answer.
+// Entries handed over one after another by this node, as leader, are
+// committed in that order: a later Apply (or ApplyQueued) of the same
+// leader lands after it. So a record's progress can be queued without
+// waiting, and its final form, committed after, is never overwritten by it.
+func (q *Raft) ApplyQueued(c Command, timeout time.Duration) (wait func() (any, error)) {
+	if err := q.fsm.Allows(&c); err != nil {
+		return func() (any, error) { return nil, fmt.Errorf("commit %s: %w", c.Op, err) }
+	}
+	if n := c.Needs(); n > 1 {
+		c.Version = n
+	}
+	data, err := json.Marshal(c)
+	if err != nil {
+		return func() (any, error) { return nil, err }
+	}
+	f := q.r.Apply(data, timeout)
+	return func() (any, error) {
+		if err := f.Error(); err != nil {
+			return nil, fmt.Errorf("commit %s: %w", c.Op, err)
+		}
+		if err, ok := f.Response().(error); ok {
+			return nil, err
+		}
+		return f.Response(), nil
+	}
+}
+
 // Confirm proves this node still leads a majority: it commits a barrier
 // entry created after it was called. A majority storing an entry that did
 // not exist before the call means each of them acknowledged this leader
