@@ -1,6 +1,7 @@
 package quorum
 
 import (
+	"errors"
 	"net"
 	"testing"
 	"time"
@@ -21,13 +22,21 @@ func TestRaftStreamsAreThin(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var v int
-		var gerr error
+		var v, rto int
+		var gerr, rerr error
 		rc.Control(func(fd uintptr) {
 			v, gerr = unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_THIN_LINEAR_TIMEOUTS)
+			rto, rerr = unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_RTO_MIN_US)
 		})
 		if gerr != nil || v != 1 {
 			t.Errorf("%s: TCP_THIN_LINEAR_TIMEOUTS = %d (%v), want 1", side, v, gerr)
+		}
+		switch {
+		case errors.Is(rerr, unix.ENOPROTOOPT):
+			t.Logf("%s: this kernel has no TCP_RTO_MIN_US (Linux < 6.15): the 200 ms floor stays", side)
+		case rerr != nil || time.Duration(rto)*time.Microsecond < rtoMin || time.Duration(rto)*time.Microsecond > rtoMin+10*time.Millisecond:
+			// (the kernel keeps it in jiffies: 50 ms reads 52 at 250 Hz)
+			t.Errorf("%s: TCP_RTO_MIN_US = %d (%v), want %d (to a jiffy)", side, rto, rerr, rtoMin/time.Microsecond)
 		}
 	}
 	conf, err := clusterTLS([][]byte{keyA}, "prod", "a")
