@@ -97,7 +97,8 @@ type MembershipOptions struct {
 // channel used to forward commands to the primary.
 type Membership struct {
 	ml    *memberlist.Memberlist
-	guard *gossipGuard // the transport under ml
+	ready chan struct{} // closed once ml is set (memberlist delivers messages before Create returns)
+	guard *gossipGuard  // the transport under ml
 	opts  MembershipOptions
 	log   *slog.Logger
 	meta  atomic.Pointer[Meta]
@@ -149,7 +150,7 @@ func JoinMembership(o MembershipOptions, initial Meta) (*Membership, error) {
 
 	m := &Membership{opts: o, log: log, stop: make(chan struct{}),
 		contact: map[string]time.Time{}, rtt: map[string]time.Duration{}, left: map[string]bool{}, metas: map[string][]byte{}, addrs: map[string]*memberlist.Node{}, reads: map[string]int{},
-		pending: map[uint64]pendingCall{}, metaCh: make(chan struct{}, 1), changed: make(chan struct{})}
+		pending: map[uint64]pendingCall{}, metaCh: make(chan struct{}, 1), changed: make(chan struct{}), ready: make(chan struct{})}
 	// Call IDs start at a random point: a late reply to a call of an
 	// earlier run of this daemon then matches no call of this one.
 	var seed [8]byte
@@ -214,6 +215,7 @@ func JoinMembership(o MembershipOptions, initial Meta) (*Membership, error) {
 		return nil, fmt.Errorf("gossip address %s: %w", self.Gossip, err)
 	}
 	m.ml = ml
+	close(m.ready)
 	m.wg.Add(2)
 	go m.joinLoop()
 	go m.pushMeta()
@@ -614,6 +616,14 @@ func (m *Membership) handleMsg(b []byte) {
 	m.mu.Unlock()
 	go func() {
 		defer m.wg.Done()
+		// A request can arrive while memberlist.Create is still running
+		// (its listeners start inside it): the reply needs m.ml (a node
+		// restarted into a busy cluster crashed on it).
+		select {
+		case <-m.ready:
+		case <-m.ctx.Done():
+			return
+		}
 		ctx, cancel := context.WithTimeout(m.ctx, 5*time.Minute)
 		defer cancel()
 		body, err := handler(ctx, msg.From, msg.Method, msg.Body)
