@@ -135,6 +135,9 @@ type longLife struct {
 	samples  []llSample
 	events   []llEvent
 	csv      io.Writer // every sample, if FENCED_LONGLIFE_CSV names a file
+	// unplanned counts nodes found down before an event: fenced by a
+	// takeover the schedule did not make.
+	unplanned int
 
 	profiles     string        // directory for node1's heap profiles ("": none kept)
 	profileEvery time.Duration // how often one is kept
@@ -295,6 +298,18 @@ func (ll *longLife) event(k int) {
 	p, e1, err := c.Primary(ctx)
 	if err != nil {
 		b.Fatalf("event %d: %v (logs in %s)", k, err, keepLogs(c))
+	}
+	// A takeover outside the schedule (a primary silent for a majority on
+	// a loaded machine) fences a node the schedule did not: start it again
+	// and let every node catch up, so the next event finds three.
+	for _, n := range c.Nodes {
+		if !n.Running() {
+			ll.unplanned++
+			b.Logf("%6.1f min: %s is down, fenced outside the schedule: powered on and started again", time.Since(ll.t0).Minutes(), n.Name)
+			c.BMCs[n.Index].SetPower(true)
+			restartAndRejoin(ctx, b, n, e1)
+		}
+		waitCaughtUp(ctx, n, e1)
 	}
 	ev := llEvent{at: time.Now()}
 	switch k % 4 {
@@ -483,6 +498,7 @@ func (ll *longLife) report(total time.Duration) {
 	}
 	b.Logf("a year: RSS %.0f MiB (%s), live Go heap %.1f MiB (%s), disk %.1f MiB (%s); load average %s", worstRSSYear, verdict(worstRSSYear), worstLiveYear, verdict(worstLiveYear), worstDiskYear, verdict(worstDiskYear), loadAvg())
 
+	b.ReportMetric(float64(ll.unplanned), "unplanned-takeovers")
 	b.ReportMetric(worstRSSSlope, "rss-MiB/h")
 	b.ReportMetric(worstRSSYear, "rss-year-MiB")
 	b.ReportMetric(worstHeap, "heap-MiB/h")
