@@ -366,26 +366,27 @@ func (d *Detector) sinceBeacon(leader string) time.Duration {
 // does not.
 func (d *Detector) stand(leader string, rank int, s time.Duration) {
 	agree, asked, deferTo, standing := d.confirm(leader, rank)
+	dt := d.timing()
 	sinceHeld, heldFor := forever, time.Duration(0)
 	if !d.deferred.IsZero() {
 		sinceHeld = time.Since(d.deferred)
-		if sinceHeld <= 2*d.opts.Detect {
+		if dt.InHoldRun(sinceHeld) {
 			heldFor = time.Since(d.deferRun)
 		}
 	}
-	switch d.timing().Decide(agree, d.opts.Majority, deferTo != "", standing, sinceHeld, heldFor) {
+	switch dt.Decide(agree, d.opts.Majority, deferTo != "", standing, sinceHeld, heldFor) {
 	case HoldBack:
 		d.endLonely("a majority finds it silent too")
-		if sinceHeld > 2*d.opts.Detect {
+		if !dt.InHoldRun(sinceHeld) {
 			d.deferRun = time.Now()
 		}
 		d.deferred = time.Now()
 		d.hold()
+		msg := "leader silent for a majority: an earlier-ranked node stands"
 		if standing {
-			d.log.Info("leader silent for a majority: another node stands already", "leader", leader, "silent", s.Round(time.Millisecond), "rank", rank, "to", deferTo)
-		} else {
-			d.log.Info("leader silent for a majority: an earlier-ranked node stands", "leader", leader, "silent", s.Round(time.Millisecond), "rank", rank, "to", deferTo)
+			msg = "leader silent for a majority: another node stands already"
 		}
+		d.log.Info(msg, "leader", leader, "silent", s.Round(time.Millisecond), "rank", rank, "to", deferTo)
 	case NoElection:
 		if d.lonely != leader {
 			d.endLonely("another leader")

@@ -176,13 +176,18 @@ func (t DetectTiming) Decide(agree, majority int, deferTo, standing bool, sinceH
 	switch {
 	case agree < majority:
 		return NoElection
-	case deferTo && sinceHeld > 2*t.Detect:
+	case deferTo && !t.InHoldRun(sinceHeld):
 		return HoldBack
 	case deferTo && standing && heldFor < t.CandidateHold():
 		return HoldBack
 	}
 	return Stand
 }
+
+// InHoldRun reports whether a hold sinceHeld after the last one continues
+// that one's run (within 2 × Detect): Decide then lets a node hold back
+// again only for a candidate, and heldFor counts from the run's first hold.
+func (t DetectTiming) InHoldRun(sinceHeld time.Duration) bool { return sinceHeld <= 2*t.Detect }
 
 // CandidateHold is how long in a row a node holds back for a candidate
 // (4 × Detect): long enough for its vote request to get through a lossy

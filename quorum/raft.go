@@ -422,17 +422,10 @@ func (q *Raft) LastContact() time.Time { return q.r.LastContact() }
 // apply; one above version 1 carries the version it needs, so that a node
 // that does not support it halts on it whatever it is.
 func (q *Raft) Apply(c Command, timeout time.Duration) (any, error) {
-	if err := q.fsm.Allows(&c); err != nil {
-		return nil, fmt.Errorf("commit %s: %w", c.Op, err)
-	}
-	if n := c.Needs(); n > 1 {
-		c.Version = n
-	}
-	data, err := json.Marshal(c)
+	f, err := q.propose(&c, timeout)
 	if err != nil {
 		return nil, err
 	}
-	f := q.r.Apply(data, timeout)
 	if err := f.Error(); err != nil {
 		return nil, fmt.Errorf("commit %s: %w", c.Op, err)
 	}
@@ -447,10 +440,7 @@ func (q *Raft) Apply(c Command, timeout time.Duration) (any, error) {
 		// Committed; this node's own state machine applies nothing more.
 		return nil, nil
 	}
-	if err, ok := f.Response().(error); ok {
-		return nil, err
-	}
-	return f.Response(), nil
+	return answerOf(f)
 }
 
 // ApplyQueued hands c to raft and returns at once, before it is
@@ -460,26 +450,41 @@ func (q *Raft) Apply(c Command, timeout time.Duration) (any, error) {
 // leader lands after it. So a record's progress can be queued without
 // waiting, and its final form, committed after, is never overwritten by it.
 func (q *Raft) ApplyQueued(c Command, timeout time.Duration) (wait func() (any, error)) {
-	if err := q.fsm.Allows(&c); err != nil {
-		return func() (any, error) { return nil, fmt.Errorf("commit %s: %w", c.Op, err) }
+	f, err := q.propose(&c, timeout)
+	if err != nil {
+		return func() (any, error) { return nil, err }
+	}
+	return func() (any, error) {
+		if err := f.Error(); err != nil {
+			return nil, fmt.Errorf("commit %s: %w", c.Op, err)
+		}
+		return answerOf(f)
+	}
+}
+
+// propose checks c against the committed cluster version, marks the
+// version it needs and hands it to raft (see Apply).
+func (q *Raft) propose(c *Command, timeout time.Duration) (raft.ApplyFuture, error) {
+	if err := q.fsm.Allows(c); err != nil {
+		return nil, fmt.Errorf("commit %s: %w", c.Op, err)
 	}
 	if n := c.Needs(); n > 1 {
 		c.Version = n
 	}
 	data, err := json.Marshal(c)
 	if err != nil {
-		return func() (any, error) { return nil, err }
+		return nil, err
 	}
-	f := q.r.Apply(data, timeout)
-	return func() (any, error) {
-		if err := f.Error(); err != nil {
-			return nil, fmt.Errorf("commit %s: %w", c.Op, err)
-		}
-		if err, ok := f.Response().(error); ok {
-			return nil, err
-		}
-		return f.Response(), nil
+	return q.r.Apply(data, timeout), nil
+}
+
+// answerOf is the state machine's answer to a committed entry: its error,
+// if it refused it.
+func answerOf(f raft.ApplyFuture) (any, error) {
+	if err, ok := f.Response().(error); ok {
+		return nil, err
 	}
+	return f.Response(), nil
 }
 
 // Confirm proves this node still leads a majority: it commits a barrier

@@ -24,7 +24,6 @@ import (
 // flight, so a lost segment is resent every ~200 ms instead of after 200,
 // 400, 800, 1600 ms. It is the option made for this traffic; bulk streams
 // (a snapshot being sent) are not thin and keep the normal backoff.
-
 //
 // The retransmission timeout itself is at least 200 ms on Linux, whatever
 // the round trip: on a LAN, whose round trips are well under a

@@ -312,15 +312,16 @@ func (s *tlsStream) handshake(raw net.Conn, release func()) {
 			return // closed at shutdown: not the peer's doing
 		default:
 		}
-		if s.admit.isKnown(raw.RemoteAddr()) && sc.keyRefusal(err) == "" && brokenOff(err) {
+		refusal := sc.keyRefusal(err)
+		if refusal == "" && brokenOff(err) && s.admit.isKnown(raw.RemoteAddr()) {
 			// A cluster node's dial that gave up (a lossy link; the
 			// losers of a hedged dial): not a stranger's traffic.
 			s.log.Debug("raft: a cluster node's connection ended during its TLS handshake", "from", raw.RemoteAddr().String(), "err", err)
 			return
 		}
 		reason := "TLS handshake failed (no or wrong cluster key)"
-		if r := sc.keyRefusal(err); r != "" {
-			reason = r
+		if refusal != "" {
+			reason = refusal
 		} else if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
 			reason = "no TLS handshake within " + s.timeout.String()
 		} else if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {

@@ -242,7 +242,7 @@ func unfenceRule(history []fencing.Record, node, boot string) (bool, string) {
 	switch {
 	case fence == nil, consent:
 		return true, ""
-	case fence.TargetBoot != "" && boot != "" && fence.TargetBoot != boot:
+	case anotherBoot(fence.TargetBoot, boot):
 		return true, ""
 	}
 	when := "during this boot"
@@ -273,13 +273,16 @@ func listedThisBoot(h quorum.Holders, node, boot string) string {
 	if !listed {
 		return ""
 	}
-	was := h.Boots[node]
-	if was != "" && boot != "" && was != boot {
+	if anotherBoot(h.Boots[node], boot) {
 		return ""
 	}
 	return fmt.Sprintf("listed as maybe running the group since its mount intent at epoch %d, in this boot: not unfencing until "+
 		"the takeover fences it (then a reboot or `fencectl unfence %s`), or `fencectl confirm %s` once nothing of the group runs here", e, node, node)
 }
+
+// anotherBoot reports whether boot ID was known to be another boot than
+// now (both known, and different): what that boot ran is gone.
+func anotherBoot(was, now string) bool { return was != "" && now != "" && was != now }
 
 func dash(s string) string {
 	if s == "" {

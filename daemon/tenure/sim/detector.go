@@ -151,13 +151,13 @@ func (p *proc) watchOnce() {
 		sinceHeld, heldFor := time.Duration(math.MaxInt64), time.Duration(0)
 		if p.deferred != noContact {
 			sinceHeld = time.Duration(now - p.deferred)
-			if sinceHeld <= 2*dt.Detect {
+			if dt.InHoldRun(sinceHeld) {
 				heldFor = time.Duration(now - p.deferRun)
 			}
 		}
 		switch dt.Decide(agree, p.w.majority, deferTo >= 0, standing, sinceHeld, heldFor) {
 		case quorum.HoldBack:
-			if sinceHeld > 2*dt.Detect {
+			if !dt.InHoldRun(sinceHeld) {
 				p.deferRun = now
 			}
 			p.deferred = now
