@@ -45,6 +45,13 @@ import (
 // profile is kept there every FENCED_LONGLIFE_PROFILE_MINUTES (default 15),
 // for `go tool pprof -diff_base` to name what grew.
 //
+// The replicated history grows until it holds history.limit records (1,000
+// by default, about 10 hours of this schedule): a live heap fitted before
+// that rises by the history's growth (BenchmarkHistoryHeap measures it, and
+// where it stops). FENCED_LONGLIFE_HISTORY sets a smaller limit, so that the
+// history is at its bound within the run and the second half's fit shows
+// what else, if anything, grows.
+//
 // node1 is never fenced nor killed (it is made primary by transfers, and
 // primacy is moved off it before a kill), so its process lives through the
 // whole run: memory, goroutine and descriptor growth are fitted per
@@ -57,6 +64,7 @@ func BenchmarkLongLife(b *testing.B) {
 	every := time.Duration(envFloat("FENCED_LONGLIFE_EVENT_SECONDS", 90) * float64(time.Second))
 	sampleEvery := time.Duration(envFloat("FENCED_LONGLIFE_SAMPLE_SECONDS", 30) * float64(time.Second))
 	total := time.Duration(minutes * float64(time.Minute))
+	history := int(envFloat("FENCED_LONGLIFE_HISTORY", 0))
 	for b.Loop() {
 		metrics := make([]string, 3)
 		for i := range metrics {
@@ -67,7 +75,12 @@ func BenchmarkLongLife(b *testing.B) {
 			metrics[i] = "127.0.0.1:" + strconv.Itoa(port)
 		}
 		c, err := devcluster.New(devcluster.Options{Nodes: 3, Dir: b.TempDir(), Bin: fencedBin, BMC: true, Store: true,
-			NodeConfig: func(i int, nc *config.Config) { nc.Metrics.Listen = metrics[i] }})
+			NodeConfig: func(i int, nc *config.Config) {
+				nc.Metrics.Listen = metrics[i]
+				if history > 0 {
+					nc.History.Limit = history
+				}
+			}})
 		if err != nil {
 			b.Fatal(err)
 		}
