@@ -97,6 +97,10 @@ type State struct {
 	// ClusterVersion is the committed cluster version (OpClusterVersion;
 	// 0 before any, which is version 1; see version.go).
 	ClusterVersion int `json:"clusterVersion,omitempty"`
+	// Groups are the resource groups other than the default one, whose
+	// state is the fields above from Epoch to Unclean, and GrantedAt
+	// (group.go). None before cluster version GroupsVersion.
+	Groups map[string]*GroupState `json:"groups,omitempty"`
 }
 
 // HolderTiming is the part of a holder's timing a successor must wait out.
@@ -155,12 +159,22 @@ func (s *State) Clone() State {
 		c.History[i].Attempts = slices.Clone(c.History[i].Attempts)
 		c.History[i].Steps = slices.Clone(c.History[i].Steps)
 	}
+	if s.Groups != nil {
+		c.Groups = make(map[string]*GroupState, len(s.Groups))
+		for name, g := range s.Groups {
+			gc := g.clone()
+			c.Groups[name] = &gc
+		}
+	}
 	return c
 }
 
 // Command is one replicated change. Op selects the fields used.
 type Command struct {
-	Op     string          `json:"op"`
+	Op string `json:"op"`
+	// Group is the resource group an op about a holder, an epoch or the
+	// storage is of ("": the default group; group.go).
+	Group  string          `json:"group,omitempty"`
 	Node   string          `json:"node,omitempty"`
 	Epoch  uint64          `json:"epoch,omitempty"`
 	State  string          `json:"state,omitempty"`
@@ -266,13 +280,16 @@ type Holders struct {
 	Unclean     map[string]string
 }
 
-// Holders returns the current Holders.
-func (f *FSM) Holders() Holders {
+// Holders returns the default group's current Holders.
+func (f *FSM) Holders() Holders { return f.HoldersOf(DefaultGroup) }
+
+// HoldersOf returns the named group's current Holders.
+func (f *FSM) HoldersOf(group string) Holders {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	s := &f.state
+	s := f.state.group(group)
 	return Holders{Epoch: s.Epoch, Holder: s.Holder, HolderState: s.HolderState, Previous: s.Previous, LeaseOf: s.LeaseOf, Formers: maps.Clone(s.Formers),
-		Unconfirmed: maps.Clone(s.Unconfirmed), Standby: maps.Clone(s.Standby), Watchdogs: maps.Clone(s.Watchdogs), Timings: maps.Clone(s.Timings),
+		Unconfirmed: maps.Clone(s.Unconfirmed), Standby: maps.Clone(f.state.Standby), Watchdogs: maps.Clone(s.Watchdogs), Timings: maps.Clone(s.Timings),
 		Boots: maps.Clone(s.Boots), Unclean: maps.Clone(s.Unclean)}
 }
 
@@ -339,7 +356,7 @@ var appliers = map[string]func(*FSM, *Command) any{
 // the op, and whether or not the handler refused c, the timings no node
 // needs any more are dropped afterwards (pruneTimings).
 func (f *FSM) apply(c *Command) any {
-	defer f.pruneTimings()
+	defer f.eachGroup(func(_ string, g *GroupState) { g.pruneTimings() })
 	h := appliers[c.Op]
 	if h == nil {
 		return fmt.Errorf("fsm: unknown op %q", c.Op)
@@ -355,23 +372,24 @@ func (f *FSM) apply(c *Command) any {
 // the holder changes), Epoch, Holder, c.Node's advertised timing, the
 // state (acquiring, no reason) and GrantedAt, and returns the Grant.
 func (f *FSM) applyAcquire(c *Command) any {
-	s := &f.state
-	if s.Standby[c.Node] {
+	if f.state.Standby[c.Node] {
 		return fmt.Errorf("acquire: %s is in standby", c.Node)
 	}
+	s, done := f.edit(c.Group)
+	defer done()
 	if s.Holder != "" && s.Holder != c.Node && s.HolderState != HolderReleased {
 		// The old primary neither released nor was fenced: its lease
 		// may still run, as may those of the formers before it (no
 		// holder has waited them out since).
-		f.addFormer(s.Holder, s.Epoch)
+		s.addFormer(s.Holder, s.Epoch)
 	}
-	f.formerEnded(c.Node, anyEpoch)
+	s.formerEnded(c.Node, anyEpoch)
 	if s.Holder != c.Node {
 		s.Previous = s.Holder
 	}
 	s.Epoch++
 	s.Holder = c.Node
-	f.setTiming(c)
+	s.setTiming(c)
 	s.HolderState = HolderAcquiring
 	s.Reason = ""
 	s.GrantedAt = c.Time
@@ -386,7 +404,8 @@ func (f *FSM) applyAcquire(c *Command) any {
 // mounted, the holder has passed its takeover gate: no former's lease
 // runs any more.
 func (f *FSM) applyState(c *Command) any {
-	s := &f.state
+	s, done := f.edit(c.Group)
+	defer done()
 	if c.Epoch != s.Epoch || c.Node != s.Holder {
 		return fmt.Errorf("%w: %s at epoch %d (current: %s at %d)", ErrStale, c.Node, c.Epoch, s.Holder, s.Epoch)
 	}
@@ -399,7 +418,7 @@ func (f *FSM) applyState(c *Command) any {
 			}
 		}
 		s.Unconfirmed[c.Node] = c.Epoch
-		f.setTiming(c)
+		s.setTiming(c)
 		setOrDelete(&s.Boots, c.Node, c.Boot)
 		if c.Watchdog > 0 {
 			put(&s.Watchdogs, c.Node, c.Watchdog)
@@ -408,7 +427,7 @@ func (f *FSM) applyState(c *Command) any {
 		}
 	}
 	if c.State == HolderMounting || c.State == HolderMounted {
-		f.gatePassed()
+		s.gatePassed()
 	}
 	s.HolderState = c.State
 	s.Reason = c.Reason
@@ -421,16 +440,17 @@ func (f *FSM) applyState(c *Command) any {
 // running; if it holds c.Epoch, its state is released with c.Reason. A
 // release record is added to the history. It returns nil.
 func (f *FSM) applyRelease(c *Command) any {
-	s := &f.state
+	s, done := f.edit(c.Group)
+	defer done()
 	if e, ok := s.Unconfirmed[c.Node]; ok && e <= c.Epoch {
-		f.cleared(c.Node)
+		s.cleared(c.Node)
 	}
-	f.formerEnded(c.Node, c.Epoch)
+	s.formerEnded(c.Node, c.Epoch)
 	if s.Holder == c.Node && s.Epoch == c.Epoch {
 		s.HolderState = HolderReleased
 		s.Reason = c.Reason
 	}
-	f.addRecord(fencing.Record{Kind: fencing.KindRelease, Target: c.Node, Epoch: c.Epoch, Reason: c.Reason,
+	f.addRecord(fencing.Record{Kind: fencing.KindRelease, Group: namedGroup(c.Group), Target: c.Node, Epoch: c.Epoch, Reason: c.Reason,
 		Started: c.Time, Finished: c.Time, Outcome: fencing.OutcomeSuccess, RequestedBy: c.Node, Executor: c.Node})
 	return nil
 }
@@ -439,16 +459,21 @@ func (f *FSM) applyRelease(c *Command) any {
 // record with its ID, and returns the record's ID. A lease expiry or
 // watchdog confirmation is refused unless the current holder records it
 // at the current epoch (and, for the watchdog, the target advertised
-// one). A record that confirms its target stopped (confirmsStopped)
-// clears it: it no longer may run the storage, its lease no longer runs,
-// and if it held the current epoch (fenced by another node) its state is
-// released.
+// one); both are of c.Group. A record that confirms its target stopped
+// (confirmsStopped) clears it: it no longer may run the storage, its
+// lease no longer runs, and if it held the current epoch (fenced by
+// another node) its state is released — in every group for a power fence
+// or an admin's confirmation (nothing runs on the machine), in c.Group
+// alone for a lease expiry, a watchdog, or a fence of the storage only.
 func (f *FSM) applyRecord(c *Command) any {
-	s := &f.state
 	if c.Record == nil {
 		return errors.New("record: missing record")
 	}
 	r := *c.Record
+	if r.Group == "" {
+		r.Group = namedGroup(c.Group)
+	}
+	s := f.state.group(c.Group)
 	if r.Kind == fencing.KindExpiry || r.Kind == fencing.KindWatchdog {
 		// Only the current holder, which waited the lease out itself,
 		// records that a former holder's lease (and watchdog) ended;
@@ -462,14 +487,18 @@ func (f *FSM) applyRecord(c *Command) any {
 		}
 	}
 	id := f.addRecord(r)
-	if f.confirmsStopped(r) {
-		f.cleared(r.Target)
-		f.formerEnded(r.Target, anyEpoch)
-		if s.Holder == r.Target && r.Target != r.Executor {
-			// The fenced node held the current epoch: it is stopped now.
-			s.HolderState = HolderReleased
+	machine := r.Kind == fencing.KindConfirm || r.Kind == fencing.KindFence && r.Scope != fencing.ScopeStorage
+	f.eachGroup(func(name string, g *GroupState) {
+		if !g.confirmsStopped(r) || !machine && name != groupOf(c.Group) {
+			return
 		}
-	}
+		g.cleared(r.Target)
+		g.formerEnded(r.Target, anyEpoch)
+		if g.Holder == r.Target && r.Target != r.Executor {
+			// The fenced node held the current epoch: it is stopped now.
+			g.HolderState = HolderReleased
+		}
+	})
 	return id
 }
 
@@ -478,8 +507,8 @@ func (f *FSM) applyRecord(c *Command) any {
 // certainly over. A fence that cut only the storage of an unclean node
 // does not (its stop failed: what of the group does not use the storage
 // still runs there).
-func (f *FSM) confirmsStopped(r fencing.Record) bool {
-	_, unclean := f.state.Unclean[r.Target]
+func (g *GroupState) confirmsStopped(r fencing.Record) bool {
+	_, unclean := g.Unclean[r.Target]
 	storageOnly := r.Kind == fencing.KindFence && r.Scope == fencing.ScopeStorage && unclean
 	return r.Outcome == fencing.OutcomeSuccess && !storageOnly && (r.Kind == fencing.KindFence && r.Action != "on" || r.Kind == fencing.KindConfirm ||
 		r.Kind == fencing.KindExpiry || r.Kind == fencing.KindWatchdog)
@@ -512,7 +541,8 @@ func (f *FSM) applyConfig(c *Command) any {
 // (at the older of c.Epoch and the current epoch, unless it is already)
 // and in Unclean with c.Reason. It returns nil.
 func (f *FSM) applyUnclean(c *Command) any {
-	s := &f.state
+	s, done := f.edit(c.Group)
+	defer done()
 	if _, ok := s.Unconfirmed[c.Node]; !ok {
 		s.Unconfirmed[c.Node] = min(c.Epoch, s.Epoch)
 	}
@@ -526,8 +556,7 @@ const anyEpoch = math.MaxUint64
 // addFormer records that n, holder at epoch e, lost primacy without
 // releasing or being confirmed stopped: its lease may still run, and it
 // is the newest former (LeaseOf).
-func (f *FSM) addFormer(n string, e uint64) {
-	s := &f.state
+func (s *GroupState) addFormer(n string, e uint64) {
 	s.LeaseOf = n
 	put(&s.Formers, n, e)
 }
@@ -535,8 +564,7 @@ func (f *FSM) addFormer(n string, e uint64) {
 // formerEnded records that n's lease no longer runs: n is no longer
 // LeaseOf, and no longer a former if the epoch it held as one is at most
 // through (anyEpoch: whatever it was).
-func (f *FSM) formerEnded(n string, through uint64) {
-	s := &f.state
+func (s *GroupState) formerEnded(n string, through uint64) {
 	if s.LeaseOf == n {
 		s.LeaseOf = ""
 	}
@@ -547,15 +575,13 @@ func (f *FSM) formerEnded(n string, through uint64) {
 
 // gatePassed records that the holder passed its takeover gate: every
 // former's lease has been waited out, or the former is confirmed stopped.
-func (f *FSM) gatePassed() {
-	s := &f.state
+func (s *GroupState) gatePassed() {
 	s.LeaseOf = ""
 	s.Formers = nil
 }
 
 // cleared drops n from what may still run the storage.
-func (f *FSM) cleared(n string) {
-	s := &f.state
+func (s *GroupState) cleared(n string) {
 	delete(s.Unconfirmed, n)
 	delete(s.Watchdogs, n)
 	delete(s.Boots, n)
@@ -581,8 +607,7 @@ func setOrDelete(m *map[string]string, k, v string) {
 
 // setTiming records the timing c's node advertised (none: an older
 // version's; a successor then waits out its own).
-func (f *FSM) setTiming(c *Command) {
-	s := &f.state
+func (s *GroupState) setTiming(c *Command) {
 	if c.Timing == nil {
 		delete(s.Timings, c.Node)
 		return
@@ -592,8 +617,7 @@ func (f *FSM) setTiming(c *Command) {
 
 // pruneTimings drops the timings of nodes that may no longer hold the
 // storage.
-func (f *FSM) pruneTimings() {
-	s := &f.state
+func (s *GroupState) pruneTimings() {
 	for n := range s.Timings {
 		_, former := s.Formers[n]
 		_, unconfirmed := s.Unconfirmed[n]

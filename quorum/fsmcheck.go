@@ -69,6 +69,11 @@ func (c *Command) check(s *State) error {
 			return fmt.Errorf("%s: no node", c.Op)
 		}
 	}
+	if c.Group != "" {
+		if err := CheckGroupName(c.Group); err != nil {
+			return fmt.Errorf("%s: %w", c.Op, err)
+		}
+	}
 	if t := c.Timing; t != nil {
 		for _, d := range []time.Duration{t.Lease, t.Margin, t.Grace} {
 			if d <= 0 || d > maxAdvertised {

@@ -111,20 +111,23 @@ func ReadIncarnation(dir string) (string, error) {
 // record is added. It returns the record's ID.
 func (f *FSM) applyRecover(c *Command) any {
 	s := &f.state
-	if c.Epoch <= s.Epoch {
-		return fmt.Errorf("recover: epoch %d is not above the current epoch %d", c.Epoch, s.Epoch)
+	if e := s.MaxEpoch(); c.Epoch <= e {
+		return fmt.Errorf("recover: epoch %d is not above the current epoch %d", c.Epoch, e)
 	}
 	if c.Record == nil || c.Incarnation == "" {
 		return errors.New("recover: missing record or incarnation")
 	}
-	for _, n := range c.Gone {
-		f.cleared(n)
-		f.formerEnded(n, anyEpoch)
-		if s.Holder == n {
-			s.HolderState = HolderReleased
+	// Every group's epoch continues above every epoch granted before.
+	f.eachGroup(func(_ string, g *GroupState) {
+		for _, n := range c.Gone {
+			g.cleared(n)
+			g.formerEnded(n, anyEpoch)
+			if g.Holder == n {
+				g.HolderState = HolderReleased
+			}
 		}
-	}
-	s.Epoch = c.Epoch
+		g.Epoch = c.Epoch
+	})
 	s.Incarnation = c.Incarnation
 	r := *c.Record
 	r.Epoch = c.Epoch
@@ -239,12 +242,12 @@ func (r *recoveringFSM) Snapshot() (raft.FSMSnapshot, error) {
 			r.err = fmt.Errorf("recover: the log's voting set %q is not older than the new one %q (data_dir %s: incarnation file and log disagree)", st.Incarnation, r.out.Incarnation, r.o.DataDir)
 			return nil, r.err
 		}
-		r.out.Before, r.out.Holder = st.Epoch, st.Holder
-		r.out.Epoch = max(st.Epoch, r.o.EpochFloor) + RecoverEpochGap
+		r.out.Before, r.out.Holder = st.MaxEpoch(), st.Holder
+		r.out.Epoch = max(r.out.Before, r.o.EpochFloor) + RecoverEpochGap
 		gone := slices.Sorted(slices.Values(r.o.Gone))
 		rec := &fencing.Record{Kind: KindRecover, Target: r.o.Self, Started: r.o.Time, Finished: r.o.Time,
 			Outcome: fencing.OutcomeSuccess, RequestedBy: r.o.By, Executor: r.o.Self,
-			Reason: fmt.Sprintf("majority lost: new voting set from %s; declared gone: %s; epoch %d → %d", r.o.Self, strings.Join(gone, ", "), st.Epoch, r.out.Epoch)}
+			Reason: fmt.Sprintf("majority lost: new voting set from %s; declared gone: %s; epoch %d → %d", r.o.Self, strings.Join(gone, ", "), r.out.Before, r.out.Epoch)}
 		if r.o.Reason != "" {
 			rec.Reason += "; " + r.o.Reason
 		}

@@ -54,6 +54,9 @@ func (c *Command) Needs() int {
 	if c.Op == OpClusterVersion {
 		v = max(v, c.ClusterVersion)
 	}
+	if namedGroup(c.Group) != "" || c.Record != nil && namedGroup(c.Record.Group) != "" {
+		v = max(v, GroupsVersion)
+	}
 	return max(v, c.Version, 1)
 }
 

@@ -76,19 +76,22 @@ const (
 
 // Record is one entry of the replicated fence history.
 type Record struct {
-	ID          uint64    `json:"id"`
-	Kind        string    `json:"kind"`
-	Target      string    `json:"target"`
-	Action      string    `json:"action,omitempty"` // off, reboot, on
-	Reason      string    `json:"reason,omitempty"`
-	RequestedBy string    `json:"requestedBy,omitempty"`
-	Executor    string    `json:"executor,omitempty"`
-	Epoch       uint64    `json:"epoch"`
-	Started     time.Time `json:"started"`
-	Finished    time.Time `json:"finished,omitempty"`
-	Outcome     string    `json:"outcome"`
-	Error       string    `json:"error,omitempty"`
-	Attempts    []Attempt `json:"attempts,omitempty"`
+	ID          uint64 `json:"id"`
+	Kind        string `json:"kind"`
+	Target      string `json:"target"`
+	Action      string `json:"action,omitempty"` // off, reboot, on
+	Reason      string `json:"reason,omitempty"`
+	RequestedBy string `json:"requestedBy,omitempty"`
+	Executor    string `json:"executor,omitempty"`
+	Epoch       uint64 `json:"epoch"`
+	// Group is the resource group whose epoch Epoch is ("": the default
+	// group, the only one before groups).
+	Group    string    `json:"group,omitempty"`
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished,omitempty"`
+	Outcome  string    `json:"outcome"`
+	Error    string    `json:"error,omitempty"`
+	Attempts []Attempt `json:"attempts,omitempty"`
 	// Scope is ScopeStorage when the level that confirmed an off cuts
 	// only the node's access to the storage ("" = its power).
 	Scope string `json:"scope,omitempty"`
