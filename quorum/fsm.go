@@ -97,9 +97,12 @@ type State struct {
 	// ClusterVersion is the committed cluster version (OpClusterVersion;
 	// 0 before any, which is version 1; see version.go).
 	ClusterVersion int `json:"clusterVersion,omitempty"`
+	// Placement is the default group's (OpPlace; "" in a cluster without
+	// groups).
+	Placement string `json:"placement,omitempty"`
 	// Groups are the resource groups other than the default one, whose
-	// state is the fields above from Epoch to Unclean, and GrantedAt
-	// (group.go). None before cluster version GroupsVersion.
+	// state is the fields above from Epoch to Unclean, GrantedAt and
+	// Placement (group.go). None before cluster version GroupsVersion.
 	Groups map[string]*GroupState `json:"groups,omitempty"`
 }
 
@@ -347,6 +350,7 @@ var appliers = map[string]func(*FSM, *Command) any{
 	OpConfig:  (*FSM).applyConfig,
 	OpUnclean: (*FSM).applyUnclean,
 	OpRecover: (*FSM).applyRecover,
+	OpPlace:   (*FSM).applyPlace,
 	// OpClusterVersion: version.go.
 	OpClusterVersion: (*FSM).applyClusterVersion,
 }
@@ -365,7 +369,7 @@ func (f *FSM) apply(c *Command) any {
 }
 
 // applyAcquire (OpAcquire) grants primacy to c.Node at the next epoch,
-// unless it is in standby. A previous holder that neither released nor
+// unless it is in standby or the group is placed on another node. A previous holder that neither released nor
 // was confirmed stopped becomes a former whose lease may still run (the
 // newest: LeaseOf); c.Node itself is no former any more (it ended its
 // earlier tenure before it could acquire again). It sets Previous (when
@@ -377,6 +381,9 @@ func (f *FSM) applyAcquire(c *Command) any {
 	}
 	s, done := f.edit(c.Group)
 	defer done()
+	if s.Placement != "" && s.Placement != c.Node {
+		return fmt.Errorf("acquire: group %s is placed on %s, not %s", groupOf(c.Group), s.Placement, c.Node)
+	}
 	if s.Holder != "" && s.Holder != c.Node && s.HolderState != HolderReleased {
 		// The old primary neither released nor was fenced: its lease
 		// may still run, as may those of the formers before it (no

@@ -23,8 +23,14 @@ import (
 // DefaultGroup names the group of a configuration without `groups:`.
 const DefaultGroup = "default"
 
+// OpPlace commits the leader's placement of Group: Node is the only node
+// it may be granted to from then on ("" lifts the placement: any node, as
+// before one). Placement decides where a group runs, not whether two
+// nodes may: that stays the grant's, the lease's and the fence's.
+const OpPlace = "place"
+
 // GroupsVersion is the cluster version in which commands may name a group
-// other than the default one. No build proposes them yet (it is above
+// other than the default one, and OpPlace. No build proposes them yet (it is above
 // ClusterVersionMax): placement (docs/groups.md, step 2) comes first. A
 // node sent one halts on it.
 const GroupsVersion = 3
@@ -45,6 +51,10 @@ type GroupState struct {
 	Boots       map[string]string        `json:"boots,omitempty"`
 	Unclean     map[string]string        `json:"unclean,omitempty"`
 	GrantedAt   time.Time                `json:"grantedAt,omitempty"`
+	// Placement is the node the leader placed the group on (OpPlace;
+	// Place): only it is granted the group. "" before any placement,
+	// as for the default group of a cluster without groups.
+	Placement string `json:"placement,omitempty"`
 }
 
 // reGroup is what a group's name may be: what a Pacemaker resource ID
@@ -112,13 +122,14 @@ func (s *State) group(name string) GroupState {
 		return g
 	}
 	return GroupState{Epoch: s.Epoch, Holder: s.Holder, HolderState: s.HolderState, Reason: s.Reason, Previous: s.Previous, LeaseOf: s.LeaseOf,
-		Formers: s.Formers, Unconfirmed: s.Unconfirmed, Watchdogs: s.Watchdogs, Timings: s.Timings, Boots: s.Boots, Unclean: s.Unclean, GrantedAt: s.GrantedAt}
+		Formers: s.Formers, Unconfirmed: s.Unconfirmed, Watchdogs: s.Watchdogs, Timings: s.Timings, Boots: s.Boots, Unclean: s.Unclean, GrantedAt: s.GrantedAt,
+		Placement: s.Placement}
 }
 
 // setGroup stores g as the named group's state.
 func (s *State) setGroup(name string, g GroupState) {
 	if name = groupOf(name); name != DefaultGroup {
-		if s.Groups[name] == nil && g.Epoch == 0 && len(g.Unconfirmed) == 0 {
+		if s.Groups[name] == nil && g.Epoch == 0 && len(g.Unconfirmed) == 0 && g.Placement == "" {
 			// Never granted, nothing listed: a stale command about a
 			// group that does not exist leaves none behind.
 			return
@@ -131,6 +142,15 @@ func (s *State) setGroup(name string, g GroupState) {
 	}
 	s.Epoch, s.Holder, s.HolderState, s.Reason, s.Previous, s.LeaseOf = g.Epoch, g.Holder, g.HolderState, g.Reason, g.Previous, g.LeaseOf
 	s.Formers, s.Unconfirmed, s.Watchdogs, s.Timings, s.Boots, s.Unclean, s.GrantedAt = g.Formers, g.Unconfirmed, g.Watchdogs, g.Timings, g.Boots, g.Unclean, g.GrantedAt
+	s.Placement = g.Placement
+}
+
+// applyPlace (OpPlace): c.Node is where c.Group is placed. It returns nil.
+func (f *FSM) applyPlace(c *Command) any {
+	s, done := f.edit(c.Group)
+	defer done()
+	s.Placement = c.Node
+	return nil
 }
 
 // clone is a deep copy of g.

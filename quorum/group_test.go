@@ -205,3 +205,27 @@ func snapshotBytes(t *testing.T, f *FSM) []byte {
 	}
 	return []byte(snap.(snapshot))
 }
+
+// TestPlacementGatesTheGrant: once a group is placed, only its node is
+// granted it; OpPlace needs GroupsVersion, even for the default group.
+func TestPlacementGatesTheGrant(t *testing.T) {
+	f := NewFSM(10)
+	applyGroup(t, f, Command{Op: OpPlace, Group: "g2", Node: "c"})
+	if err, _ := applyGroup(t, f, Command{Op: OpAcquire, Group: "g2", Node: "b"}).(error); err == nil || !strings.Contains(err.Error(), "placed on c") {
+		t.Fatalf("acquire off the placement: %v", err)
+	}
+	if g, ok := applyGroup(t, f, Command{Op: OpAcquire, Group: "g2", Node: "c"}).(Grant); !ok || g.Epoch != 1 {
+		t.Fatalf("acquire on the placement: %+v", g)
+	}
+	// The default group is not placed: any node is granted it.
+	if _, ok := applyGroup(t, f, Command{Op: OpAcquire, Node: "b"}).(Grant); !ok {
+		t.Fatal("the default group's acquire refused")
+	}
+	applyGroup(t, f, Command{Op: OpPlace, Group: "g2"})
+	if _, ok := applyGroup(t, f, Command{Op: OpAcquire, Group: "g2", Node: "b"}).(Grant); !ok {
+		t.Fatal("acquire refused once the placement was lifted")
+	}
+	if n := (&Command{Op: OpPlace, Node: "a"}).Needs(); n != GroupsVersion {
+		t.Fatalf("OpPlace needs version %d", n)
+	}
+}
