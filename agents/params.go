@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -124,9 +125,48 @@ func (p Params) Secret(ctx context.Context, name string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("parameter %s_script: %w", name, err)
 		}
-		return firstLine(string(out)), nil
+		v := firstLine(string(out))
+		rememberScriptSecret(v)
+		return v, nil
 	}
 	return "", nil
+}
+
+// scriptSecretsMax bounds how many values of _script forms a process
+// remembers (the newest are kept).
+const scriptSecretsMax = 256
+
+// scriptSecrets are the values the _script forms printed in this process:
+// a secret the configuration does not hold, which what is shown to
+// someone else (a diagnostics bundle) must still be scrubbed of.
+var scriptSecrets struct {
+	mu     sync.Mutex
+	values []string
+}
+
+func rememberScriptSecret(v string) {
+	if v == "" {
+		return
+	}
+	s := &scriptSecrets
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i := slices.Index(s.values, v); i >= 0 {
+		s.values = slices.Delete(s.values, i, i+1)
+	}
+	s.values = append(s.values, v)
+	if over := len(s.values) - scriptSecretsMax; over > 0 {
+		s.values = slices.Delete(s.values, 0, over)
+	}
+}
+
+// ScriptSecrets returns what the _script forms of secret parameters
+// printed in this process, newest last (at most 256 values).
+func ScriptSecrets() []string {
+	s := &scriptSecrets
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.values)
 }
 
 func firstLine(s string) string {

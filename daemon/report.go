@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fenced/fenced/agents"
 	"github.com/fenced/fenced/daemon/api"
 	"github.com/fenced/fenced/daemon/config"
 )
@@ -350,11 +351,13 @@ func (t *tailBuffer) Bytes() []byte {
 
 // reportSecrets are the texts a part must not hold: the secret values of
 // every configuration given, the contents of their secrets' files (the
-// gossip key's too: whole, and each line), and each of those as JSON and
-// Go quoting write it (a status's error text, a log line's quoted field).
-// Longest first, so a secret that holds another is scrubbed whole.
+// gossip key's too: whole, and each line), what their _script forms print
+// now (runScript) and printed before in this process (agents.ScriptSecrets:
+// a rotated password may be in an older log line), and each of those as
+// JSON and Go quoting write it (a status's error text, a log line's quoted
+// field). Longest first, so a secret that holds another is scrubbed whole.
 func reportSecrets(readFile func(string) ([]byte, error), cfgs ...*config.Config) []string {
-	seen := map[string]bool{}
+	seen, ranScript := map[string]bool{}, map[string]bool{}
 	var out []string
 	add := func(s string) {
 		s = strings.TrimSpace(s)
@@ -378,9 +381,17 @@ func reportSecrets(readFile func(string) ([]byte, error), cfgs ...*config.Config
 		if c == nil {
 			continue
 		}
-		values, files := c.Secrets()
+		values, files, scripts := c.Secrets()
 		for _, v := range values {
 			add(v)
+		}
+		for _, s := range scripts {
+			if !ranScript[s] {
+				ranScript[s] = true
+				if v, err := runScript(s); err == nil {
+					add(v)
+				}
+			}
 		}
 		for _, f := range files {
 			data, err := readFile(f)
@@ -396,8 +407,17 @@ func reportSecrets(readFile func(string) ([]byte, error), cfgs ...*config.Config
 			}
 		}
 	}
+	for _, v := range agents.ScriptSecrets() {
+		add(v)
+	}
 	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
 	return out
+}
+
+// runScript runs a secret's _script form as an agent does and returns
+// the first line it prints.
+var runScript = func(script string) (string, error) {
+	return agents.Params{"secret_script": script}.Secret(context.Background(), "secret")
 }
 
 // scrubSecrets replaces every secret in data by config.Redacted.

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fenced/fenced/agents"
 	"github.com/fenced/fenced/daemon/api"
 	"github.com/fenced/fenced/daemon/config"
 	"github.com/fenced/fenced/daemon/logring"
@@ -69,6 +70,31 @@ func TestReportSecretsScrub(t *testing.T) {
 	}
 	if strings.Count(out, config.Redacted) != 4 {
 		t.Errorf("want 4 redactions: %s", out)
+	}
+}
+
+// What a secret's _script form prints is scrubbed too: what it prints now
+// (the script is run for the report) and what it printed before in this
+// process (a rotated password in an older log line).
+func TestReportSecretsScrubScripts(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "pw.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho 'scr1pt-old-s3cret'\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// An agent resolved the password before it was rotated.
+	if v, err := (agents.Params{"password_script": script}).Secret(context.Background(), "password"); err != nil || v != "scr1pt-old-s3cret" {
+		t.Fatalf("resolved %q, %v", v, err)
+	}
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho 'scr1pt-new-s3cret'\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	c := config.Default()
+	c.Devices = map[string]config.Device{"a": {Agent: "ipmi", Params: map[string]string{"username": "admin", "password_script": script}}}
+	secrets := reportSecrets(os.ReadFile, c)
+	out := string(scrubSecrets([]byte("login failed: scr1pt-old-s3cret\nlogin as admin with \"scr1pt-new-s3cret\"\n"), secrets))
+	if strings.Contains(out, "s3cret") || !strings.Contains(out, "admin") || strings.Count(out, config.Redacted) != 2 {
+		t.Fatalf("scrubbed: %q (secrets %q)", out, secrets)
 	}
 }
 

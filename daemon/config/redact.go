@@ -68,10 +68,11 @@ func redactNode(n *yaml.Node, inParams bool) {
 }
 
 // Secrets are the secret values this configuration holds inline (a
-// secret parameter's value) and the files that hold the others (a secret
-// parameter's _file form, and the gossip key), for a last scrub of what
-// is shown to someone else. The _script forms are not run.
-func (c *Config) Secrets() (values, files []string) {
+// secret parameter's value), the files that hold others (a secret
+// parameter's _file form, and the gossip key) and the commands that print
+// the rest (its _script form; not run here), for a last scrub of what is
+// shown to someone else.
+func (c *Config) Secrets() (values, files, scripts []string) {
 	add := func(p map[string]string) {
 		for k, v := range p {
 			if v == "" || !SecretParam(k) {
@@ -81,6 +82,7 @@ func (c *Config) Secrets() (values, files []string) {
 			case strings.HasSuffix(k, "_file"):
 				files = append(files, v)
 			case strings.HasSuffix(k, "_script"):
+				scripts = append(scripts, v)
 			default:
 				values = append(values, v)
 			}
@@ -106,5 +108,5 @@ func (c *Config) Secrets() (values, files []string) {
 	if c.Gossip.KeyFile != "" {
 		files = append(files, c.Gossip.KeyFile)
 	}
-	return values, files
+	return values, files, scripts
 }
