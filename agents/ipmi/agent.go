@@ -400,9 +400,10 @@ func (a *Agent) login(ctx context.Context, budget func() time.Duration) (*sessio
 	// go-ipmi neither resends nor times out on its own: the session's
 	// connection does, at the BMC's pace (transport.go), and it refuses
 	// every reply that does not prove it comes from the BMC (integrity.go).
-	var g *guard
+	addr := net.JoinHostPort(cfg.host, strconv.Itoa(cfg.port))
+	g := newGuard15(a.log, addr, password)
 	if cfg.lanplus {
-		g = newGuard(a.log, net.JoinHostPort(cfg.host, strconv.Itoa(cfg.port)), cfg.username, password, cfg.kg)
+		g = newGuard(a.log, addr, cfg.username, password, cfg.kg)
 	}
 	c.WithTimeout(noDeadline).WithRetry(0).WithMaxPrivilegeLevel(cfg.privilege).
 		WithUDPProxy(dialer{est: a.est, retries: cfg.retries, guard: g, made: func(tc *timedConn) { s.conn = tc }})

@@ -43,9 +43,8 @@ import (
 //     come; when its resends end, the exchange fails as unknown, naming
 //     what was refused (refusedError), so a read-back never rests on it.
 //
-// IPMI v1.5 sessions (lanplus=0) are not covered: their per-message auth
-// code is MD5 of the password, and the mode is offered only for BMCs that
-// can do nothing better.
+// IPMI v1.5 sessions (lanplus=0) are checked by their AuthCode
+// (integrity15.go).
 type guard struct {
 	log      *slog.Logger // refusals are logged, at most one a second
 	addr     string
@@ -64,8 +63,15 @@ type guard struct {
 	user      string   // the name RAKP 1 sent
 	k1        []byte
 	got       algorithms
-	active    bool   // RAKP 4 answered: the session carries commands
+	active    bool   // RAKP 4 answered (v1.5: a request carried a session): the session carries commands
 	seq       uint32 // the highest session sequence number taken
+	// v15: the session is IPMI v1.5's (integrity15.go): its ID and auth
+	// type as the agent's requests carry them, and whether a sequence
+	// number was taken in it yet.
+	v15      bool
+	sid15    uint32
+	auth15   types.AuthType
+	seqTaken bool
 	// fatal ends the session: what the BMC answered cannot be worked with.
 	fatal error
 	// openStatus is the RMCP+ status of a refused Open Session (0: none):
@@ -133,6 +139,11 @@ func newGuard(log *slog.Logger, addr, username, password string, kg []byte) *gua
 	return &guard{log: log, addr: addr, username: username, password: password, kuid: crypto.PadPassword20([]byte(password)), kg: kg}
 }
 
+// newGuard15 checks the replies of an IPMI v1.5 session.
+func newGuard15(log *slog.Logger, addr, password string) *guard {
+	return &guard{log: log, addr: addr, password: password, v15: true}
+}
+
 // RMCP+ packet layout (IPMI v2.0 table 13-8): the 4-byte RMCP header, then
 // auth type (6), payload type (bit 7 encrypted, bit 6 authenticated), the
 // session ID and sequence number (little-endian), the payload length, the
@@ -171,6 +182,10 @@ func rmcpPlus(b []byte) (ptype byte, payload []byte, ok bool) {
 
 // outbound reads what the agent asks for.
 func (g *guard) outbound(b []byte) {
+	if g.v15 {
+		g.outbound15(b)
+		return
+	}
 	pt, p, ok := rmcpPlus(b)
 	if !ok {
 		return
@@ -210,7 +225,11 @@ func (g *guard) inbound(b []byte) (drop bool, err error) {
 		return true, g.fatal
 	}
 	if g.active {
-		why := g.check(b)
+		check := g.check
+		if g.v15 {
+			check = g.check15
+		}
+		why := check(b)
 		if why == "" {
 			g.mu.Unlock()
 			return false, nil
@@ -231,7 +250,7 @@ func (g *guard) inbound(b []byte) (drop bool, err error) {
 	}
 	defer g.mu.Unlock()
 	pt, p, ok := rmcpPlus(b)
-	if !ok || !g.asked {
+	if g.v15 || !ok || !g.asked {
 		return false, nil // session setup in IPMI v1.5 framing (Get Channel Auth Capabilities)
 	}
 	switch pt & 0x3f {
