@@ -193,3 +193,26 @@ func TestV15Check(t *testing.T) {
 		t.Fatalf("a straight-password session: %q", got)
 	}
 }
+
+// FuzzGuard15: no datagram panics the v1.5 check, and none passes it in
+// a session without a code made with the password.
+func FuzzGuard15(f *testing.F) {
+	f.Add(forgedStatus15(7, 3, types.AuthTypeMD5), uint8(0))
+	f.Add(forgedStatus15(7, 3, types.AuthTypeNone), uint8(1))
+	f.Add([]byte{0x06, 0x00, 0xff, 0x07, 0x02, 0, 0, 0, 0, 7, 0, 0, 0}, uint8(2))
+	f.Fuzz(func(t *testing.T, b []byte, state uint8) {
+		g := newGuard15(nil, "bmc", "password")
+		switch state % 3 {
+		case 1:
+			g.outbound(forgedStatus15(7, 1, types.AuthTypeMD5))
+		case 2:
+			g.outbound(b)
+		}
+		drop, _ := g.inbound(b)
+		if state%3 == 1 && !drop {
+			if _, seq, sid, code, msg, ok := lan15(b); !ok || !crypto.VerifyMultiSessionAuthCode(types.AuthTypeMD5, []byte("password"), sid, seq, msg, code) {
+				t.Fatalf("a datagram without a valid AuthCode passed: %x", b)
+			}
+		}
+	})
+}
