@@ -30,9 +30,9 @@ const DefaultGroup = "default"
 const OpPlace = "place"
 
 // GroupsVersion is the cluster version in which commands may name a group
-// other than the default one, and OpPlace. No build proposes them yet (it is above
-// ClusterVersionMax): placement (docs/groups.md, step 2) comes first. A
-// node sent one halts on it.
+// other than the default one, and OpPlace. No build proposes them yet (it
+// is above ClusterVersionMax): nothing places or runs several groups yet
+// (docs/groups.md). A node sent one halts on it.
 const GroupsVersion = 3
 
 // GroupState is what State holds for one group: see State's fields of
