@@ -28,8 +28,15 @@ import (
 // and a ceiling (rtoCeiling, or command_timeout if that is higher). A BMC
 // that answered in 1 ms is given up after 0.2 + 0.4 + 0.8 s; one that
 // answers in 5 s is waited for. A reply to a request that was resent may
-// answer any of its copies: its time since the first copy is taken as the
-// sample (an upper bound), so a slow BMC is learnt from its first answer.
+// answer any of its copies (Karn's ambiguity). Before the BMC's round trip
+// is known, its time since the first copy is taken as the sample (an upper
+// bound), so a slow BMC is learnt from its first answer. Once it is known,
+// a reply that comes at least half a smoothed round trip after the last
+// copy is taken as that copy's answer, and timed from it: timed from the
+// first, every lost request would add most of a timeout to the estimate,
+// and the next timeouts with it (a 5 ms BMC whose requests were each lost
+// once went to a 10 s timeout in 20 requests). One that comes sooner
+// answers an earlier copy, and is timed from the first.
 const (
 	rtoFloor   = 200 * time.Millisecond
 	rtoCeiling = 10 * time.Second
@@ -114,6 +121,7 @@ type timedConn struct {
 	last     []byte    // the outstanding request
 	expect   int       // the RMCP+ payload type that answers it; -1: any
 	sentAt   time.Time // its first copy
+	lastAt   time.Time // its latest copy
 	sends    int
 	wait     time.Duration // before the next resend (or giving up)
 	next     time.Time
@@ -129,6 +137,7 @@ func (c *timedConn) Write(b []byte) (int, error) {
 	c.last = append(c.last[:0], b...)
 	c.expect = replyType(b)
 	c.sentAt = time.Now()
+	c.lastAt = c.sentAt
 	c.sends = 1
 	c.wait = c.est.rto()
 	c.next = c.sentAt.Add(c.wait)
@@ -216,7 +225,7 @@ func (c *timedConn) Read(p []byte) (int, error) {
 			if sample {
 				c.sampled = true
 			}
-			sentAt := c.sentAt
+			sentAt, lastAt, sends := c.sentAt, c.lastAt, c.sends
 			c.mu.Unlock()
 			if !fits {
 				// A late copy of an earlier answer (session setup replies
@@ -226,7 +235,11 @@ func (c *timedConn) Read(p []byte) (int, error) {
 			if sample {
 				// The first datagram after the request; if go-ipmi finds
 				// it is a stray, the request keeps being resent.
-				c.est.sample(now.Sub(sentAt))
+				r := now.Sub(sentAt)
+				if srtt, _, known := c.est.roundTrip(); sends > 1 && known && now.Sub(lastAt) >= srtt/2 {
+					r = now.Sub(lastAt)
+				}
+				c.est.sample(r)
 			}
 			return n, nil
 		}
@@ -260,6 +273,7 @@ func (c *timedConn) Read(p []byte) (int, error) {
 		c.sends++
 		c.wait = min(2*c.wait, c.est.ceiling)
 		c.next = now.Add(c.wait)
+		c.lastAt = now
 		b := append([]byte(nil), c.last...)
 		c.mu.Unlock()
 		if _, err := c.UDPConn.Write(b); err != nil {
