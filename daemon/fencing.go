@@ -124,7 +124,9 @@ func (d *Daemon) admin(ctx context.Context, method string, req AdminRequest) (js
 			err = errNoLeader
 		} else {
 			body, _ := json.Marshal(req)
-			out, err = d.members.Call(ctx, leader, method, body)
+			if out, err = d.members.Call(ctx, leader, method, body); err == nil {
+				d.catchUp(ctx)
+			}
 		}
 		// A request about the leader itself (fence or confirm) makes it
 		// hand leadership on; retry with the next leader.
@@ -133,6 +135,24 @@ func (d *Daemon) admin(ctx context.Context, method string, req AdminRequest) (js
 			continue
 		}
 		return out, err
+	}
+}
+
+// catchUp waits, at most a commit timeout, until this node has applied
+// what the leader had committed once it answered: an admin's request that
+// a follower forwarded is then in the follower's own history and status
+// when its answer is printed (`fencectl fence`, then `fencectl history`,
+// on a follower showed the fence still pending).
+func (d *Daemon) catchUp(ctx context.Context) {
+	target := d.leaderCommit()
+	deadline := time.Now().Add(d.commitTimeout())
+	for target > 0 && d.raft.AppliedIndex() < target && time.Now().Before(deadline) {
+		select {
+		case <-d.raft.FSM().Changed():
+		case <-time.After(20 * time.Millisecond):
+		case <-ctx.Done():
+			return
+		}
 	}
 }
 
