@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/fenced/fenced/quorum"
@@ -33,7 +34,8 @@ func TestClusterVersionRule(t *testing.T) {
 			[]string{"node1 runs an older fenced", "node2 runs an older fenced"}, ""},
 		{"newer than this build", 1, []quorum.Member{mb("node1", "alive", 9), mb("node2", "alive", 9), mb("node3", "alive", 9)}, quorum.ClusterVersionMax, nil, ""},
 		// Committed never goes down, whoever runs what now.
-		{"committed, one old", 2, []quorum.Member{mb("node1", "alive", 2), mb("node2", "alive", 2), mb("node3", "alive", 0)}, 2, nil, "2"},
+		{"committed, one old", quorum.ClusterVersionMax, []quorum.Member{mb("node1", "alive", quorum.ClusterVersionMax),
+			mb("node2", "alive", quorum.ClusterVersionMax), mb("node3", "alive", 0)}, quorum.ClusterVersionMax, nil, strconv.Itoa(quorum.ClusterVersionMax)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := clusterVersionOf(tc.committed, voters, tc.members)

@@ -283,10 +283,12 @@ func (o *observer) Ineligible(source, reason string) { o.d.SetIneligible(source,
 // raftLog is the driver's Log: raft and the replicated state.
 type raftLog struct{ d *Daemon }
 
-func (l raftLog) IsLeader() bool            { return l.d.raft.IsLeader() }
-func (l raftLog) Leader() string            { return l.d.raft.Leader() }
-func (l raftLog) Joined() bool              { return l.d.life.joined.Load() != 0 }
-func (l raftLog) Holders() quorum.Holders   { return l.d.raft.FSM().Holders() }
+func (l raftLog) IsLeader() bool { return l.d.raft.IsLeader() }
+func (l raftLog) Leader() string { return l.d.raft.Leader() }
+func (l raftLog) Joined() bool   { return l.d.life.joined.Load() != 0 }
+func (l raftLog) Holders(group string) quorum.Holders {
+	return l.d.raft.FSM().HoldersOf(group)
+}
 func (l raftLog) History() []fencing.Record { return l.d.raft.FSM().State().History }
 func (l raftLog) SinceContact(leader string) (time.Duration, bool) {
 	return l.d.raft.SinceContact(leader)
@@ -301,7 +303,7 @@ func (l raftLog) Apply(c quorum.Command, done func(any, error)) {
 
 func (l raftLog) Acquire(c quorum.Command, _ tenure.Time, done func(any, error)) { l.Apply(c, done) }
 
-func (l raftLog) Confirm(_ uint64, _ tenure.Time, done func(error)) {
+func (l raftLog) Confirm(_ string, _ uint64, _ tenure.Time, done func(error)) {
 	l.d.async(func() func() {
 		start := time.Now()
 		err := l.d.confirm(l.d.cfg.Timing.Lease.D())

@@ -14,6 +14,7 @@ import (
 	"github.com/fenced/fenced/daemon"
 	"github.com/fenced/fenced/daemon/storage/tokenstore"
 	"github.com/fenced/fenced/harness/devcluster"
+	"github.com/fenced/fenced/quorum"
 	"github.com/fenced/fenced/stonith/fencing"
 )
 
@@ -242,7 +243,7 @@ func newUpgrade(t *testing.T, bins ...string) *upgrade {
 // stage — all old, 2 old + 1 new, 1 old + 2 new, all new — each taken over
 // with a fence read back, a higher epoch and no overlap in the storage.
 // The cluster version stays 1 while any voter runs the old fenced, and
-// becomes 2 once all run the new. Then the old fenced started on one node
+// rises to this build's (quorum.ClusterVersionMax) once all run the new. Then the old fenced started on one node
 // is refused by raft (it could not apply the log) and the cluster goes on;
 // the new one there rejoins.
 func TestRollingUpgrade(t *testing.T) {
@@ -256,10 +257,10 @@ func TestRollingUpgrade(t *testing.T) {
 		p, e := u.primaryOn(u.old)
 		u.killTakeover(stage, p, e, u.new)
 	}
-	u.waitVersion("all new", 2, 0)
+	u.waitVersion("all new", quorum.ClusterVersionMax, 0)
 	p, e := primaryWriting(t, u.c)
 	u.killTakeover("all new", p, e, u.new)
-	u.waitVersion("all new, after the takeover", 2, 0)
+	u.waitVersion("all new, after the takeover", quorum.ClusterVersionMax, 0)
 
 	// A downgrade once the cluster version is 2: refused.
 	p, e = primaryWriting(t, u.c)
@@ -311,7 +312,7 @@ func TestRollingUpgrade(t *testing.T) {
 	deadline = time.Now().Add(20 * time.Second)
 	for {
 		st, err := down.Status(ctxT(t, 2*time.Second))
-		if err == nil && st.Self.KnownEpoch >= e && st.ClusterVersion != nil && st.ClusterVersion.Committed == 2 {
+		if err == nil && st.Self.KnownEpoch >= e && st.ClusterVersion != nil && st.ClusterVersion.Committed == quorum.ClusterVersionMax {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -30,9 +30,10 @@ const DefaultGroup = "default"
 const OpPlace = "place"
 
 // GroupsVersion is the cluster version in which commands may name a group
-// other than the default one, and OpPlace. No build proposes them yet (it
-// is above ClusterVersionMax): nothing places or runs several groups yet
-// (docs/groups.md). A node sent one halts on it.
+// other than the default one, and OpPlace. A cluster runs it once every
+// voter runs a build that supports it; a node of an earlier build sent
+// one halts on it. A configuration without `groups:` never proposes one,
+// so such a cluster writes what it wrote before (docs/groups.md).
 const GroupsVersion = 3
 
 // GroupState is what State holds for one group: see State's fields of

@@ -12,7 +12,7 @@ import (
 )
 
 // applyGroup applies c as the state machine does once the cluster runs
-// GroupsVersion, which no build proposes yet: past Apply's version gate.
+// GroupsVersion, whatever its committed version: past Apply's gates.
 func applyGroup(t *testing.T, f *FSM, c Command) any {
 	t.Helper()
 	if err := c.check(&f.state); err != nil {
@@ -150,8 +150,9 @@ func TestDefaultGroupKeepsItsFormat(t *testing.T) {
 }
 
 // TestGroupsNeedTheirVersion: a command naming a group other than the
-// default needs GroupsVersion: it is refused at proposal at today's
-// version, and a node sent one halts rather than apply it.
+// default needs GroupsVersion: it is refused at proposal at the version
+// before, and a node of a build before it halts rather than apply it
+// (Apply's gate, at a version above this build's).
 func TestGroupsNeedTheirVersion(t *testing.T) {
 	for _, c := range []Command{
 		{Op: OpAcquire, Group: "g2", Node: "a"},
@@ -160,8 +161,11 @@ func TestGroupsNeedTheirVersion(t *testing.T) {
 		if n := c.Needs(); n != GroupsVersion {
 			t.Errorf("%s needs version %d, want %d", c.Op, n, GroupsVersion)
 		}
-		if err := allows(&c, ClusterVersionMax); !errors.Is(err, ErrClusterVersion) {
-			t.Errorf("%s proposed at version %d: %v", c.Op, ClusterVersionMax, err)
+		if err := allows(&c, GroupsVersion-1); !errors.Is(err, ErrClusterVersion) {
+			t.Errorf("%s proposed at version %d: %v", c.Op, GroupsVersion-1, err)
+		}
+		if err := allows(&c, GroupsVersion); err != nil {
+			t.Errorf("%s refused at version %d: %v", c.Op, GroupsVersion, err)
 		}
 	}
 	for _, c := range []Command{{Op: OpAcquire, Node: "a"}, {Op: OpAcquire, Group: DefaultGroup, Node: "a"}} {
@@ -170,7 +174,7 @@ func TestGroupsNeedTheirVersion(t *testing.T) {
 		}
 	}
 	f := NewFSM(10)
-	data, _ := json.Marshal(Command{Op: OpAcquire, Group: "g2", Node: "a", Version: GroupsVersion})
+	data, _ := json.Marshal(Command{Op: OpAcquire, Group: "g2", Node: "a", Version: ClusterVersionMax + 1})
 	if res := f.Apply(&raft.Log{Index: 5, Data: data}); f.Halted() == nil {
 		t.Fatalf("applied %v; want a halt", res)
 	}

@@ -16,11 +16,13 @@ import (
 //
 //   - 1: fenced before cluster versions (no OpRecover, no incarnation);
 //   - 2: recovery (OpRecover, State.Incarnation, the recover history kind)
-//     and the cluster version itself (OpClusterVersion).
+//     and the cluster version itself (OpClusterVersion);
+//   - 3: resource groups other than the default one (Command.Group,
+//     Record.Group) and placement (OpPlace): GroupsVersion.
 const (
 	// ClusterVersionMax is the highest cluster version this build
 	// supports; it supports every one from 1 up to it.
-	ClusterVersionMax = 2
+	ClusterVersionMax = GroupsVersion
 )
 
 // OpClusterVersion raises the cluster version to ClusterVersion. It never

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -47,8 +48,8 @@ func TestClusterVersionGate(t *testing.T) {
 			t.Errorf("%s carries a version-2 field: %s", c.Op, b)
 		}
 	}
-	if err := f.Allows(&Command{Op: OpClusterVersion, ClusterVersion: 3}); err == nil {
-		t.Error("cluster version 3 allowed by a build that supports 2")
+	if err := f.Allows(&Command{Op: OpClusterVersion, ClusterVersion: ClusterVersionMax + 1}); err == nil {
+		t.Errorf("cluster version %d allowed by a build that supports %d", ClusterVersionMax+1, ClusterVersionMax)
 	}
 	if err := f.Allows(&Command{Op: OpClusterVersion, ClusterVersion: 2}); err != nil {
 		t.Fatalf("raising to 2: %v", err)
@@ -79,11 +80,13 @@ func TestClusterVersionGate(t *testing.T) {
 // halts with a clear error, applies nothing more, takes no snapshot and
 // refuses proposals. A snapshot of a newer version halts it too.
 func TestFSMHaltsOnNewerEntry(t *testing.T) {
+	next := ClusterVersionMax + 1
+	needs := fmt.Sprintf("replicated entry 7 needs fenced cluster version %d; this fenced supports up to %d: upgrade this node", next, ClusterVersionMax)
 	for _, tc := range []struct {
 		name, data, want string
 	}{
-		{"version", `{"op":"acquire","node":"a","version":3}`, "replicated entry 7 needs fenced cluster version 3; this fenced supports up to 2: upgrade this node"},
-		{"cluster version", `{"op":"cluster-version","clusterVersion":3,"version":3}`, "replicated entry 7 needs fenced cluster version 3; this fenced supports up to 2: upgrade this node"},
+		{"version", fmt.Sprintf(`{"op":"acquire","node":"a","version":%d}`, next), needs},
+		{"cluster version", fmt.Sprintf(`{"op":"cluster-version","clusterVersion":%d,"version":%d}`, next, next), needs},
 		{"unknown op", `{"op":"lease-v3","node":"a"}`, `replicated entry 7 is a "lease-v3" command, unknown to this fenced`},
 		{"undecodable", `{"op":"acquire","epoch":"three"}`, "replicated entry 7 cannot be decoded by this fenced"},
 	} {
@@ -122,12 +125,12 @@ func TestFSMHaltsOnNewerEntry(t *testing.T) {
 	}
 	t.Run("snapshot", func(t *testing.T) {
 		f := NewFSM(10)
-		err := f.Restore(io.NopCloser(strings.NewReader(`{"epoch":9,"holder":"a","clusterVersion":3}`)))
-		if err == nil || !strings.Contains(err.Error(), "the replicated snapshot needs fenced cluster version 3") || f.Halted() == nil {
-			t.Fatalf("restored a version-3 snapshot: %v", err)
+		err := f.Restore(io.NopCloser(strings.NewReader(fmt.Sprintf(`{"epoch":9,"holder":"a","clusterVersion":%d}`, next))))
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("the replicated snapshot needs fenced cluster version %d", next)) || f.Halted() == nil {
+			t.Fatalf("restored a version-%d snapshot: %v", next, err)
 		}
 		if f.State().Epoch != 0 {
-			t.Fatalf("state taken from a version-3 snapshot: %+v", f.State())
+			t.Fatalf("state taken from a version-%d snapshot: %+v", next, f.State())
 		}
 	})
 }

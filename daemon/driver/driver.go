@@ -50,8 +50,9 @@ type Log interface {
 	// Knowing a leader is not that: a follower learns the leader from a
 	// heartbeat before it has caught up.
 	Joined() bool
-	// Holders is the replicated state the tenure reads.
-	Holders() quorum.Holders
+	// Holders is the replicated state the tenure of group reads ("" is
+	// the default group).
+	Holders(group string) quorum.Holders
 	// History is the fence history, oldest first.
 	History() []fencing.Record
 	// SinceContact is how long ago this node last heard from leader (ok
@@ -63,9 +64,10 @@ type Log interface {
 	// Acquire commits an acquire: the first renewal of the epoch it grants,
 	// begun at t0 on this node's clock. done gets the quorum.Grant.
 	Acquire(c quorum.Command, t0 tenure.Time, done func(res any, err error))
-	// Confirm renews epoch's lease: done(nil) once a majority stored an
-	// entry created after t0, the renewal's start on this node's clock.
-	Confirm(epoch uint64, t0 tenure.Time, done func(err error))
+	// Confirm renews the lease of group's epoch: done(nil) once a
+	// majority stored an entry created after t0, the renewal's start on
+	// this node's clock.
+	Confirm(group string, epoch uint64, t0 tenure.Time, done func(err error))
 	// Transfer hands raft leadership to `to` ("" = the implementation's
 	// choice of successor).
 	Transfer(to string, done func(err error))
@@ -190,11 +192,19 @@ type FenceRequest struct {
 	PowerOnly bool
 	// TargetBoot is the boot the target may run the group in.
 	TargetBoot string
+	// Group is the resource group whose takeover asked for the fence
+	// ("" for the default group, and for an admin's fence); the records
+	// carry it.
+	Group string
 }
 
 // Config is what a driver knows of its node and cluster.
 type Config struct {
 	Machine tenure.Config
+	// Group is the resource group this driver's machine holds or takes
+	// over ("" is the default group, the only one of a configuration
+	// without `groups:`). Every command it writes names it.
+	Group string
 	// Nodes are the configured voters, this one included; Majority is how
 	// many of them make a majority.
 	Nodes    []string
@@ -224,6 +234,10 @@ type Env struct {
 	// Context is the parent of every tenure's Scope (the daemon's hard
 	// stop ends it); nil = context.Background().
 	Context context.Context
+	// Fences is shared by the drivers of one node, one per group, so
+	// that a node they all take over from is fenced once (nil: this
+	// driver's own).
+	Fences *Fences
 }
 
 // Driver is one node's tenure machine and its driver.
@@ -268,6 +282,9 @@ func New(cfg Config, env Env) *Driver {
 	}
 	if env.Kick == nil {
 		env.Kick = func() {}
+	}
+	if env.Fences == nil {
+		env.Fences = &Fences{}
 	}
 	return &Driver{cfg: cfg, env: env, lg: cfg.Logger, m: tenure.New(cfg.Machine), base: env.Context}
 }
@@ -330,6 +347,13 @@ func committedOf(v quorum.Holders) tenure.Committed {
 	return tv
 }
 
+// holders is the replicated state of this driver's group.
+func (d *Driver) holders() quorum.Holders { return d.env.Log.Holders(d.cfg.Group) }
+
+// Group is the resource group this driver's machine is for ("" is the
+// default group).
+func (d *Driver) Group() string { return d.cfg.Group }
+
 // timing is what this node advertises of its own lease timing.
 func (d *Driver) timing() *quorum.HolderTiming {
 	t := d.cfg.Machine.Timing
@@ -348,7 +372,7 @@ func (d *Driver) Step() {
 		d.events = d.events[1:]
 	}
 	before := d.m.Phase()
-	acts := d.m.Step(tenure.Input{Now: d.env.Clock.Now(), Leader: d.env.Log.IsLeader(), Committed: committedOf(d.env.Log.Holders()),
+	acts := d.m.Step(tenure.Input{Now: d.env.Clock.Now(), Leader: d.env.Log.IsLeader(), Committed: committedOf(d.holders()),
 		Ineligible: d.env.Ineligible(), NotYet: d.env.NotYet(), Event: ev})
 	if after := d.m.Phase(); before == tenure.Releasing && (after == tenure.Secondary || after == tenure.Stopped) {
 		d.env.Effects.DisarmWatchdog()
@@ -448,7 +472,7 @@ func (d *Driver) act(a tenure.Action) {
 	switch a := a.(type) {
 	case tenure.Acquire:
 		d.write(func(done func()) {
-			log.Acquire(quorum.Command{Op: quorum.OpAcquire, Node: self, Time: d.env.Clock.Wall(), Timing: d.timing()}, a.T0, func(res any, err error) {
+			log.Acquire(quorum.Command{Op: quorum.OpAcquire, Group: d.cfg.Group, Node: self, Time: d.env.Clock.Wall(), Timing: d.timing()}, a.T0, func(res any, err error) {
 				defer done()
 				if err != nil {
 					lg.Warn("acquire epoch", "err", err)
@@ -462,7 +486,7 @@ func (d *Driver) act(a tenure.Action) {
 		})
 	case tenure.Confirm:
 		d.write(func(done func()) {
-			log.Confirm(a.Epoch, a.T0, func(err error) {
+			log.Confirm(d.cfg.Group, a.Epoch, a.T0, func(err error) {
 				// A renewal slower than a heartbeat eats into the lease:
 				// the early sign of a primary about to give it up.
 				if now := d.env.Clock.Now(); err == nil && now.Sub(a.T0) > t.Heartbeat {
@@ -483,7 +507,7 @@ func (d *Driver) act(a tenure.Action) {
 		})
 	case tenure.Record:
 		d.write(func(done func()) {
-			log.Apply(quorum.Command{Op: quorum.OpState, Node: self, Epoch: a.Epoch, State: a.State, Reason: a.Reason}, func(_ any, err error) {
+			log.Apply(quorum.Command{Op: quorum.OpState, Group: d.cfg.Group, Node: self, Epoch: a.Epoch, State: a.State, Reason: a.Reason}, func(_ any, err error) {
 				if err != nil {
 					lg.Warn("commit holder state", "state", a.State, "err", err)
 				}
@@ -500,8 +524,8 @@ func (d *Driver) act(a tenure.Action) {
 				return
 			}
 			n := a.Targets[i]
-			d.Fence(s, FenceRequest{Target: n, Action: fencing.ActionOff, Reason: a.Reason,
-				RequestedBy: self + " (takeover)", Epoch: a.Epoch}, func(rec fencing.Record) {
+			d.fenceOnce(s, FenceRequest{Target: n, Action: fencing.ActionOff, Reason: a.Reason,
+				RequestedBy: self + " (takeover)", Epoch: a.Epoch, Group: d.cfg.Group}, func(rec fencing.Record) {
 				if rec.Outcome != fencing.OutcomeSuccess {
 					failed[n] = fmt.Sprintf("fence %s: %s: %s", n, rec.Outcome, rec.Error)
 				}
@@ -514,7 +538,7 @@ func (d *Driver) act(a tenure.Action) {
 			// Armed first: the advertisement must be true from the moment
 			// the storage may start.
 			wd := fx.ArmWatchdog()
-			log.Apply(quorum.Command{Op: quorum.OpState, Node: self, Epoch: a.Epoch, State: quorum.HolderMounting, Watchdog: wd,
+			log.Apply(quorum.Command{Op: quorum.OpState, Group: d.cfg.Group, Node: self, Epoch: a.Epoch, State: quorum.HolderMounting, Watchdog: wd,
 				Timing: d.timing(), Boot: d.cfg.Boot}, func(_ any, err error) {
 				d.post(tenure.MountIntentDone{Epoch: a.Epoch, Err: err})
 				done()
@@ -563,7 +587,7 @@ func (d *Driver) act(a tenure.Action) {
 // node leads, else forwarded to the leader. If it cannot be committed, the
 // successor fences this node, which is also safe.
 func (d *Driver) release(epoch uint64, reason string, done func(error)) {
-	c := quorum.Command{Op: quorum.OpRelease, Node: d.cfg.Machine.Self, Epoch: epoch, Reason: reason, Time: d.env.Clock.Wall()}
+	c := quorum.Command{Op: quorum.OpRelease, Group: d.cfg.Group, Node: d.cfg.Machine.Self, Epoch: epoch, Reason: reason, Time: d.env.Clock.Wall()}
 	forward := func() {
 		d.env.Peers.Forward(c, func(err error) {
 			if err != nil {
@@ -608,8 +632,8 @@ func (d *Driver) recordExpiry(a tenure.Expire, done func(error)) {
 		}
 		now := d.env.Clock.Wall()
 		rec := fencing.Record{Kind: kind, Target: n, Reason: reason, RequestedBy: d.cfg.Machine.Self + " (takeover)", Executor: d.cfg.Machine.Self,
-			Epoch: a.Epoch, Started: now, Finished: now, Outcome: fencing.OutcomeSuccess}
-		d.env.Log.Apply(quorum.Command{Op: quorum.OpRecord, Record: &rec}, func(_ any, err error) {
+			Epoch: a.Epoch, Started: now, Finished: now, Outcome: fencing.OutcomeSuccess, Group: d.cfg.Group}
+		d.env.Log.Apply(quorum.Command{Op: quorum.OpRecord, Group: d.cfg.Group, Record: &rec}, func(_ any, err error) {
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", n, err))
 			} else {
@@ -695,7 +719,7 @@ func (d *Driver) Fence(s *Scope, req FenceRequest, done func(fencing.Record)) {
 	log := d.env.Log
 	self := d.cfg.Machine.Self
 	if req.Epoch == 0 {
-		req.Epoch = log.Holders().Epoch
+		req.Epoch = log.Holders(req.Group).Epoch
 	}
 	kind := fencing.KindFence
 	if req.Action == fencing.ActionOn {
@@ -704,7 +728,7 @@ func (d *Driver) Fence(s *Scope, req FenceRequest, done func(fencing.Record)) {
 		// The boot the target may run the storage in: its mount
 		// intent's, else what its gossip last advertised. It decides
 		// whether the target may unfence itself again (see unfenceRule).
-		v := log.Holders()
+		v := log.Holders(req.Group)
 		req.TargetBoot = v.Boots[req.Target]
 		if req.TargetBoot == "" {
 			req.TargetBoot = d.env.Peers.Boot(req.Target)
@@ -719,8 +743,8 @@ func (d *Driver) Fence(s *Scope, req FenceRequest, done func(fencing.Record)) {
 		req.Executor = executor
 		pending := fencing.Record{Kind: kind, Target: req.Target, Action: req.Action, Reason: req.Reason,
 			RequestedBy: req.RequestedBy, Executor: req.Executor, Epoch: req.Epoch, Started: d.env.Clock.Wall(), Outcome: fencing.OutcomePending,
-			TargetBoot: req.TargetBoot}
-		log.Apply(quorum.Command{Op: quorum.OpRecord, Record: &pending}, func(res any, err error) {
+			TargetBoot: req.TargetBoot, Group: req.Group}
+		log.Apply(quorum.Command{Op: quorum.OpRecord, Group: req.Group, Record: &pending}, func(res any, err error) {
 			if err != nil {
 				pending.Outcome, pending.Error, pending.Finished = fencing.OutcomeFailed, "not run: could not record the request: "+err.Error(), d.env.Clock.Wall()
 				done(pending)
@@ -732,7 +756,7 @@ func (d *Driver) Fence(s *Scope, req FenceRequest, done func(fencing.Record)) {
 			}
 			d.env.Observer.FenceStarted(req)
 			ran := func(rec fencing.Record) {
-				rec.TargetBoot = req.TargetBoot
+				rec.TargetBoot, rec.Group = req.TargetBoot, req.Group
 				d.ranFence(req, rec)
 				d.commitResult(rec, 0, func(rec fencing.Record) {
 					d.env.Observer.FenceDone(rec)
@@ -752,7 +776,7 @@ func (d *Driver) Fence(s *Scope, req FenceRequest, done func(fencing.Record)) {
 // acts on it; retried while this node still leads.
 func (d *Driver) commitResult(rec fencing.Record, try int, done func(fencing.Record)) {
 	r := rec
-	d.env.Log.Apply(quorum.Command{Op: quorum.OpRecord, Record: &r}, func(_ any, err error) {
+	d.env.Log.Apply(quorum.Command{Op: quorum.OpRecord, Group: rec.Group, Record: &r}, func(_ any, err error) {
 		if err == nil {
 			done(rec)
 			return

@@ -143,10 +143,12 @@ func (w *world) commit(c quorum.Command) (any, error) {
 
 type wlog struct{ w *world }
 
-func (l wlog) IsLeader() bool            { return l.w.isLeader }
-func (l wlog) Leader() string            { return l.w.leader }
-func (l wlog) Joined() bool              { return l.w.leader != "" && !l.w.behind }
-func (l wlog) Holders() quorum.Holders   { return l.w.fsm.Holders() }
+func (l wlog) IsLeader() bool { return l.w.isLeader }
+func (l wlog) Leader() string { return l.w.leader }
+func (l wlog) Joined() bool   { return l.w.leader != "" && !l.w.behind }
+func (l wlog) Holders(group string) quorum.Holders {
+	return l.w.fsm.HoldersOf(group)
+}
 func (l wlog) History() []fencing.Record { return l.w.fsm.State().History }
 func (l wlog) SinceContact(string) (time.Duration, bool) {
 	return 0, false
@@ -156,7 +158,7 @@ func (l wlog) Apply(c quorum.Command, done func(any, error)) {
 	l.w.after(time.Millisecond, func() { done(l.w.commit(c)) })
 }
 func (l wlog) Acquire(c quorum.Command, _ tenure.Time, done func(any, error)) { l.Apply(c, done) }
-func (l wlog) Confirm(_ uint64, _ tenure.Time, done func(error)) {
+func (l wlog) Confirm(_ string, _ uint64, _ tenure.Time, done func(error)) {
 	l.w.after(time.Millisecond, func() { done(nil) })
 }
 func (l wlog) Transfer(string, func(error)) {}

@@ -110,7 +110,7 @@ func (d *Driver) probe(backoff time.Duration, marked bool) {
 		d.setIneligible(SourceProbe, err.Error())
 		d.lg.Error("resources left running here could not be stopped: not eligible for primacy; asking the leader to fence this node",
 			"err", err, "retry_in", backoff)
-		if _, listed := d.env.Log.Holders().Unclean[d.cfg.Machine.Self]; !marked || !listed {
+		if _, listed := d.holders().Unclean[d.cfg.Machine.Self]; !marked || !listed {
 			d.markUnclean("the probe at start found resources of the group running here that it could not stop: "+err.Error(), nil)
 		}
 		d.env.Clock.After(backoff, func() { d.probe(min(backoff*2, startMaxBackoff), true) })
@@ -125,7 +125,7 @@ func (d *Driver) probe(backoff time.Duration, marked bool) {
 func (d *Driver) markUnclean(reason string, then func()) {
 	self := d.cfg.Machine.Self
 	d.lg.Error("this node may still run the group: asking the leader to fence it (power levels only)", "reason", reason)
-	d.forward(quorum.Command{Op: quorum.OpUnclean, Node: self, Epoch: d.env.Log.Holders().Epoch, Reason: reason}, 0, func(err error) {
+	d.forward(quorum.Command{Op: quorum.OpUnclean, Node: self, Group: d.cfg.Group, Epoch: d.holders().Epoch, Reason: reason}, 0, func(err error) {
 		if err != nil {
 			d.lg.Error("could not tell the cluster that this node may still run the group", "err", err)
 		}
@@ -174,7 +174,7 @@ func (d *Driver) unfence(try, failed int, delay time.Duration) {
 		d.env.Clock.After(joinPoll, func() { d.unfence(try, failed, delay) })
 		return
 	}
-	if why := listedThisBoot(d.env.Log.Holders(), d.cfg.Machine.Self, d.cfg.Boot); why != "" {
+	if why := listedThisBoot(d.holders(), d.cfg.Machine.Self, d.cfg.Boot); why != "" {
 		if d.setIneligible(SourceUnfence, why) {
 			d.lg.Warn("not unfencing this node yet: it may still run the group from before its daemon restarted", "why", why)
 		}

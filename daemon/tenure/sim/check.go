@@ -3,6 +3,7 @@ package sim
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -26,8 +27,10 @@ const (
 )
 
 // checker holds what the invariants need: the committed log as it really
-// is (the truth, not any node's view of it), a reference FSM over it, the
-// renewals a majority stored, and who started the storage when.
+// is (the truth, not any node's view of it), a reference FSM over it, and
+// per resource group the renewals a majority stored and who started its
+// storage when. Every invariant about a holder, an epoch or the storage is
+// checked per group: each group has its own epochs, holders and storage.
 type checker struct {
 	w    *World
 	fail *Failure
@@ -36,7 +39,18 @@ type checker struct {
 	truth   []entry        // committed entries; truth[0] is a sentinel
 	tfsm    *quorum.FSM
 
-	// From the committed log, tracked here independently of the FSM.
+	gs []*gcheck // per group
+
+	healed bool
+	live   time.Duration
+	// acted: which groups had a primary act since the heal (liveness:
+	// every group must).
+	acted []bool
+}
+
+// gcheck is what the checker follows of one group, from the committed log,
+// independently of the FSM.
+type gcheck struct {
 	epoch      uint64
 	holder     string
 	renew      []map[uint64]int64 // node → epoch → true time of the latest committed renewal's start
@@ -47,9 +61,6 @@ type checker struct {
 
 	lastStartEpoch uint64
 	lastStartNode  int
-
-	healed bool
-	live   time.Duration
 }
 
 func (c *checker) init(w *World) {
@@ -58,16 +69,38 @@ func (c *checker) init(w *World) {
 	c.leaders = map[uint64]int{}
 	c.truth = []entry{{}}
 	c.tfsm = quorum.NewFSM(64)
-	c.renew = make([]map[uint64]int64, n)
-	for i := range c.renew {
-		c.renew[i] = map[uint64]int64{}
+	for range w.groups() {
+		g := &gcheck{renew: make([]map[uint64]int64, n), mountEpoch: make([]uint64, n), cleared: make([]bool, n),
+			mountOK: map[[2]uint64]verdict{}, grants: map[uint64]string{}, lastStartNode: -1}
+		for i := range g.renew {
+			g.renew[i] = map[uint64]int64{}
+		}
+		c.gs = append(c.gs, g)
 	}
-	c.mountEpoch = make([]uint64, n)
-	c.cleared = make([]bool, n)
-	c.mountOK = map[[2]uint64]verdict{}
-	c.grants = map[uint64]string{}
-	c.lastStartNode = -1
+	c.acted = make([]bool, w.groups())
 	c.live = -1
+}
+
+// group is the checker's state of the group a command names; nil (and a
+// failure) for a group the run does not have.
+func (c *checker) group(name string) (int, *gcheck) {
+	g := c.w.groupIndex(name)
+	if g < 0 {
+		c.failf(InvRaft, "a committed command names group %q, which the run does not have", name)
+		return -1, nil
+	}
+	return g, c.gs[g]
+}
+
+// gname is how failures name group g.
+func (c *checker) gname(g int) string {
+	if len(c.gs) == 1 {
+		return ""
+	}
+	if g == 0 {
+		return " [group default]"
+	}
+	return " [group " + groupName(g) + "]"
 }
 
 func (c *checker) failf(inv, format string, args ...any) {
@@ -109,13 +142,15 @@ func (c *checker) applied(n *Node, i uint64, e entry) {
 	}
 }
 
-// fsmApplied: a node's replicated epoch never goes back.
+// fsmApplied: a node's replicated epoch of each group never goes back.
 func (c *checker) fsmApplied(n *Node) {
-	e := n.fsm.Holders().Epoch
-	if e < n.lastEpoch {
-		c.failf(InvEpoch, "%s's replicated epoch went from %d back to %d", n.name, n.lastEpoch, e)
+	for g := range c.gs {
+		e := n.fsm.HoldersOf(groupName(g)).Epoch
+		if e < n.lastEpoch[g] {
+			c.failf(InvEpoch, "%s's replicated epoch went from %d back to %d%s", n.name, n.lastEpoch[g], e, c.gname(g))
+		}
+		n.lastEpoch[g] = e
 	}
-	n.lastEpoch = e
 }
 
 // process follows a newly committed entry: renewals, grants, mount
@@ -124,8 +159,8 @@ func (c *checker) process(i uint64, e entry) {
 	m := e.meta
 	switch e.kind {
 	case entBarrier:
-		if m.origin >= 0 && c.renew[m.origin][m.epoch] < m.t0 {
-			c.renew[m.origin][m.epoch] = m.t0
+		if g := c.gs[m.group]; m.origin >= 0 && g.renew[m.origin][m.epoch] < m.t0 {
+			g.renew[m.origin][m.epoch] = m.t0
 		}
 		return
 	case entNoop:
@@ -136,9 +171,13 @@ func (c *checker) process(i uint64, e entry) {
 		c.failf(InvRaft, "entry %d: %v", i, err)
 		return
 	}
+	gi, g := c.group(cmd.Group)
+	if g == nil {
+		return
+	}
 	// Before the reference FSM applies it: the state the mount intent meets.
 	if cmd.Op == quorum.OpState && cmd.State == quorum.HolderMounting {
-		c.mountIntent(cmd)
+		c.mountIntent(g, cmd)
 	}
 	resp := c.tfsm.Apply(&raft.Log{Index: i, Term: e.term, Type: raft.LogCommand, Data: e.data})
 	_, refused := resp.(error)
@@ -147,34 +186,46 @@ func (c *checker) process(i uint64, e entry) {
 		if refused {
 			return
 		}
-		g := resp.(quorum.Grant)
-		if g.Epoch != c.epoch+1 {
-			c.failf(InvEpoch, "grant of epoch %d after epoch %d", g.Epoch, c.epoch)
+		gr := resp.(quorum.Grant)
+		if gr.Epoch != g.epoch+1 {
+			c.failf(InvEpoch, "grant of epoch %d after epoch %d%s", gr.Epoch, g.epoch, c.gname(gi))
 		}
-		c.epoch, c.holder = g.Epoch, cmd.Node
-		c.grants[g.Epoch] = cmd.Node
+		g.epoch, g.holder = gr.Epoch, cmd.Node
+		g.grants[gr.Epoch] = cmd.Node
 		if id := c.w.node(cmd.Node).id; m.origin == id {
-			c.renew[id][g.Epoch] = m.t0
+			g.renew[id][gr.Epoch] = m.t0
 		}
 	case quorum.OpState:
 		if cmd.State == quorum.HolderMounting && !refused {
 			id := c.w.node(cmd.Node).id
-			c.mountEpoch[id], c.cleared[id] = cmd.Epoch, false
+			g.mountEpoch[id], g.cleared[id] = cmd.Epoch, false
 		}
 	case quorum.OpRelease:
 		id := c.w.node(cmd.Node).id
-		if c.mountEpoch[id] != 0 && c.mountEpoch[id] <= cmd.Epoch {
-			c.cleared[id] = true
+		if g.mountEpoch[id] != 0 && g.mountEpoch[id] <= cmd.Epoch {
+			g.cleared[id] = true
 		}
 	case quorum.OpRecord:
 		r := cmd.Record
 		// What the machines count as confirmed stopped; whether it was
-		// true is the physical checks' to say (overlap).
-		if r != nil && r.Outcome == fencing.OutcomeSuccess && (r.Kind == fencing.KindFence && r.Action != fencing.ActionOn ||
-			r.Kind == fencing.KindConfirm || r.Kind == fencing.KindExpiry || r.Kind == fencing.KindWatchdog) {
-			if t := c.w.node(r.Target); t != nil {
-				c.cleared[t.id] = true
+		// true is the physical checks' to say (overlap). A power fence
+		// and an admin's confirmation are of the machine: every group;
+		// a fence that cut the storage only, a lease expiry and a
+		// watchdog are of the record's group.
+		if r == nil || r.Outcome != fencing.OutcomeSuccess {
+			return
+		}
+		t := c.w.node(r.Target)
+		if t == nil {
+			return
+		}
+		switch {
+		case r.Kind == fencing.KindFence && r.Action != fencing.ActionOn && r.Scope != fencing.ScopeStorage, r.Kind == fencing.KindConfirm:
+			for _, g := range c.gs {
+				g.cleared[t.id] = true
 			}
+		case r.Kind == fencing.KindFence && r.Action != fencing.ActionOn, r.Kind == fencing.KindExpiry, r.Kind == fencing.KindWatchdog:
+			g.cleared[t.id] = true
 		}
 	}
 }
@@ -182,13 +233,13 @@ func (c *checker) process(i uint64, e entry) {
 // roundRenewed: leader n's renewal round for epoch, begun at t0 (true
 // time), was answered by answers nodes, itself included. Like a barrier a
 // majority stored, it renews the lease from t0.
-func (c *checker) roundRenewed(n *Node, epoch uint64, t0 int64, answers int) {
+func (c *checker) roundRenewed(n *Node, group int, epoch uint64, t0 int64, answers int) {
 	if answers < c.w.majority {
-		c.failf(InvLease, "%s's renewal round at epoch %d completed with %d answers, fewer than a majority", n.name, epoch, answers)
+		c.failf(InvLease, "%s's renewal round at epoch %d completed with %d answers, fewer than a majority%s", n.name, epoch, answers, c.gname(group))
 		return
 	}
-	if c.renew[n.id][epoch] < t0 {
-		c.renew[n.id][epoch] = t0
+	if g := c.gs[group]; g.renew[n.id][epoch] < t0 {
+		g.renew[n.id][epoch] = t0
 	}
 }
 
@@ -204,49 +255,53 @@ type verdict struct {
 // start the storage at cmd.Epoch: it holds the newest epoch, and every
 // other node that committed a mount intent has since released or been
 // confirmed stopped.
-func (c *checker) mountIntent(cmd quorum.Command) {
+func (c *checker) mountIntent(g *gcheck, cmd quorum.Command) {
 	key := [2]uint64{uint64(c.w.node(cmd.Node).id), cmd.Epoch}
-	if _, seen := c.mountOK[key]; seen {
+	if _, seen := g.mountOK[key]; seen {
 		return
 	}
 	var why verdict
 	switch {
-	case cmd.Epoch != c.epoch || cmd.Node != c.holder:
-		why = verdict{stale: true, msg: fmt.Sprintf("its mount intent met epoch %d of %s", c.epoch, c.holder)}
+	case cmd.Epoch != g.epoch || cmd.Node != g.holder:
+		why = verdict{stale: true, msg: fmt.Sprintf("its mount intent met epoch %d of %s", g.epoch, g.holder)}
 	default:
-		for id, e := range c.mountEpoch {
-			if nodeName(id) != cmd.Node && e != 0 && !c.cleared[id] {
+		for id, e := range g.mountEpoch {
+			if nodeName(id) != cmd.Node && e != 0 && !g.cleared[id] {
 				why.msg = fmt.Sprintf("%s committed a mount intent at epoch %d and had neither released nor been confirmed stopped", nodeName(id), e)
 				break
 			}
 		}
 	}
-	c.mountOK[key] = why
+	g.mountOK[key] = why
 }
 
-// storageStart: node n starts the storage at epoch e (the Start action).
-func (c *checker) storageStart(n *Node, e uint64) {
-	why, ok := c.mountOK[[2]uint64{uint64(n.id), e}]
+// storageStart: node n starts group gi's storage at epoch e (the Start
+// action).
+func (c *checker) storageStart(n *Node, gi int, e uint64) {
+	g, in := c.gs[gi], c.gname(gi)
+	why, ok := g.mountOK[[2]uint64{uint64(n.id), e}]
 	switch {
 	case !ok:
-		c.failf(InvStartMajority, "%s starts the storage at epoch %d without a committed mount intent", n.name, e)
+		c.failf(InvStartMajority, "%s starts the storage at epoch %d without a committed mount intent%s", n.name, e, in)
 	case why.stale:
-		c.failf(InvStartEpoch, "%s starts the storage at epoch %d: %s", n.name, e, why.msg)
+		c.failf(InvStartEpoch, "%s starts the storage at epoch %d: %s%s", n.name, e, why.msg, in)
 	case why.msg != "":
-		c.failf(InvStartConfirmed, "%s starts the storage at epoch %d: %s", n.name, e, why.msg)
+		c.failf(InvStartConfirmed, "%s starts the storage at epoch %d: %s%s", n.name, e, why.msg, in)
 	}
-	c.overlap(n, fmt.Sprintf("starts the storage (epoch %d)", e), false)
-	if e < c.lastStartEpoch || e == c.lastStartEpoch && c.lastStartNode != n.id {
-		c.failf(InvEpoch, "%s starts the storage at epoch %d after %s started it at epoch %d", n.name, e, nodeName(c.lastStartNode), c.lastStartEpoch)
+	c.overlap(n, gi, fmt.Sprintf("starts the storage (epoch %d)", e), false)
+	if e < g.lastStartEpoch || e == g.lastStartEpoch && g.lastStartNode != n.id {
+		c.failf(InvEpoch, "%s starts the storage at epoch %d after %s started it at epoch %d%s", n.name, e, nodeName(g.lastStartNode), g.lastStartEpoch, in)
 	}
-	c.lastStartEpoch, c.lastStartNode = e, n.id
+	g.lastStartEpoch, g.lastStartNode = e, n.id
 }
 
 // storageBack: node n's access to the storage was restored (it unfenced
 // itself) while what it started may still run.
 func (c *checker) storageBack(n *Node) {
-	if n.running {
-		c.overlap(n, fmt.Sprintf("unfenced itself while the storage it started at epoch %d still runs there", n.runEpoch), true)
+	for g, st := range n.st {
+		if st.running {
+			c.overlap(n, g, fmt.Sprintf("unfenced itself while the storage it started at epoch %d still runs there", st.runEpoch), true)
+		}
 	}
 }
 
@@ -255,17 +310,18 @@ func (c *checker) storageBack(n *Node) {
 // address) on no other node that runs the group; the storage on no other
 // node that can still write it (not cut from it by a storage-level fence),
 // unless it checks tokens — then a stale writer's writes are refused.
-func (c *checker) overlap(n *Node, what string, diskOnly bool) {
+func (c *checker) overlap(n *Node, g int, what string, diskOnly bool) {
 	sc := c.w.sc
 	for _, o := range c.w.nodes {
-		if o == n || !o.running {
+		st := o.st[g]
+		if o == n || !st.running {
 			continue
 		}
 		switch {
 		case sc.VIP && !diskOnly:
-			c.failf(InvTwoResource, "%s %s while the group's address runs on %s (epoch %d)", n.name, what, o.name, o.runEpoch)
+			c.failf(InvTwoResource, "%s %s while the group's address runs on %s (epoch %d)%s", n.name, what, o.name, st.runEpoch, c.gname(g))
 		case !sc.Tokens && !n.cut && !o.cut:
-			c.failf(InvTwoStorage, "%s %s while it runs on %s (epoch %d)", n.name, what, o.name, o.runEpoch)
+			c.failf(InvTwoStorage, "%s %s while it runs on %s (epoch %d)%s", n.name, what, o.name, st.runEpoch, c.gname(g))
 		}
 	}
 }
@@ -273,19 +329,32 @@ func (c *checker) overlap(n *Node, what string, diskOnly bool) {
 // maxTrue is the longest true time a node's clock can take to count d.
 func maxTrue(d time.Duration) int64 { return (int64(d)*1e6+(1e6-Drift)-1)/(1e6-Drift) + 1 }
 
-// afterStep checks the invariants that a machine step can break: at most
-// one node acting, each within lease − margin of a renewal a majority
-// stored, under an epoch granted to it; and notes liveness.
+// afterStep checks the invariants that a machine step can break, for each
+// group: at most one node acting, each within lease − margin of a renewal
+// a majority stored, under an epoch granted to it; and notes liveness.
 func (c *checker) afterStep(stepped *Node) {
 	w := c.w
+	for g := range c.gs {
+		c.afterStepOf(g)
+	}
+	if c.healed && c.live < 0 && !slices.Contains(c.acted, false) {
+		c.live = time.Duration(w.now) - w.sc.Heal
+		w.end = min(w.end, w.now+int64(w.maxTiming().Lease))
+	}
+}
+
+// afterStepOf is afterStep for group gi.
+func (c *checker) afterStepOf(gi int) {
+	w, g, in := c.w, c.gs[gi], c.gname(gi)
 	var acting []*Node
 	for _, n := range w.nodes {
 		t := n.timing()
 		p := n.proc
-		if p == nil || p.m == nil {
+		if p == nil || len(p.ds) <= gi {
 			continue
 		}
-		if !p.m.Acting(n.local()) {
+		m := p.ds[gi].m
+		if !m.Acting(n.local()) {
 			continue
 		}
 		if n.cut && !w.sc.VIP {
@@ -295,33 +364,29 @@ func (c *checker) afterStep(stepped *Node) {
 			continue
 		}
 		acting = append(acting, n)
-		e := p.m.Epoch()
-		if c.holderOf(e) != n.name {
-			c.failf(InvEpoch, "%s acts at epoch %d, which the committed log grants to %q", n.name, e, c.holderOf(e))
+		e := m.Epoch()
+		if h := g.grants[e]; h != n.name {
+			c.failf(InvEpoch, "%s acts at epoch %d, which the committed log grants to %q%s", n.name, e, h, in)
 		}
-		s, ok := c.renew[n.id][e]
+		s, ok := g.renew[n.id][e]
 		if !ok {
-			c.failf(InvLease, "%s acts at epoch %d without a committed grant or renewal", n.name, e)
+			c.failf(InvLease, "%s acts at epoch %d without a committed grant or renewal%s", n.name, e, in)
 			continue
 		}
-		until := n.clk.trueOf(p.m.ActingUntil())
+		until := n.clk.trueOf(m.ActingUntil())
 		if limit := s + maxTrue(t.Lease-t.Margin); until > limit {
-			c.failf(InvLease, "%s acts until %s (true time) at epoch %d; its latest renewal a majority stored began at %s: lease − margin ends at %s",
-				n.name, time.Duration(until), e, time.Duration(s), time.Duration(limit))
+			c.failf(InvLease, "%s acts until %s (true time) at epoch %d; its latest renewal a majority stored began at %s: lease − margin ends at %s%s",
+				n.name, time.Duration(until), e, time.Duration(s), time.Duration(limit), in)
 		}
 	}
 	if len(acting) > 1 {
 		var names []string
 		for _, n := range acting {
-			names = append(names, fmt.Sprintf("%s (epoch %d)", n.name, n.proc.m.Epoch()))
+			names = append(names, fmt.Sprintf("%s (epoch %d)", n.name, n.proc.ds[gi].m.Epoch()))
 		}
-		c.failf(InvTwoActing, "%v act as primary at once", names)
+		c.failf(InvTwoActing, "%v act as primary at once%s", names, in)
 	}
-	if c.healed && c.live < 0 && len(acting) > 0 {
-		c.live = time.Duration(w.now) - w.sc.Heal
-		w.end = min(w.end, w.now+int64(w.maxTiming().Lease))
+	if c.healed && len(acting) > 0 {
+		c.acted[gi] = true
 	}
 }
-
-// holderOf is the node the committed log granted epoch e.
-func (c *checker) holderOf(e uint64) string { return c.grants[e] }

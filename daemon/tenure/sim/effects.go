@@ -14,8 +14,13 @@ import (
 
 // simEffects is the driver's Effects: the node's fence devices (through an
 // engine that tries the target's levels in order and reads each off back),
-// its storage, its watchdog and its reset.
-type simEffects struct{ p *proc }
+// its storage, its watchdog and its reset. Each group's driver has its
+// own, over that group's storage; the devices, the watchdog and the reset
+// are the node's.
+type simEffects struct {
+	p *proc
+	d *gdrv
+}
 
 func (e simEffects) Fence(s *driver.Scope, req driver.FenceRequest, done func(fencing.Record)) {
 	p, w := e.p, e.p.w
@@ -54,25 +59,34 @@ func (e simEffects) FencePath(string) string {
 }
 
 func (e simEffects) Start(s *driver.Scope, epoch uint64, previous string, done func(error)) {
-	e.p.storageStart(s, epoch, done)
+	e.p.storageStart(s, e.d.g, epoch, done)
 }
 func (e simEffects) Monitor(s *driver.Scope, done func(error))   { e.p.storageMonitor(s, done) }
-func (e simEffects) Stop(deadline tenure.Time, done func(error)) { e.p.storageStop(deadline, done) }
+func (e simEffects) Stop(deadline tenure.Time, done func(error)) { e.p.storageStop(e.d.g, deadline, done) }
 
-// Probe is the resource group's probe: what a crashed daemon left running
-// here is stopped, as a stop would (and can fail, or hang, as one would).
+// Probe is the resource groups' probe: what a crashed daemon left running
+// here, of any group, is stopped, as a stop would (and can fail, or hang,
+// as one would).
 func (e simEffects) Probe(_ *driver.Scope, done func(error)) {
 	p, w, n, inc := e.p, e.p.w, e.p.n, e.p.inc
 	w.after(uniform(n.rng, time.Millisecond, 20*time.Millisecond), func() {
 		n.exec(inc, func() {
-			if !n.running || n.stray {
-				done(nil) // (a stray writer is not the group's to see)
+			var left []int
+			for g, st := range n.st {
+				if st.running && !st.stray { // (a stray writer is not the group's to see)
+					left = append(left, g)
+				}
+			}
+			if len(left) == 0 {
+				done(nil)
 				return
 			}
-			w.tracef("%s probe: the storage runs here: stopping it (%s)", n.name, opNames[n.stStop])
+			w.tracef("%s probe: the storage of groups %v runs here: stopping it (%s)", n.name, left, opNames[n.stStop])
 			switch n.stStop {
 			case opOK:
-				n.running, n.stray = false, false
+				for _, g := range left {
+					n.st[g].running = false
+				}
 				done(nil)
 			case opFail, opHang:
 				p.timer(uniform(n.rng, 5*time.Millisecond, 100*time.Millisecond), func() {
@@ -127,6 +141,7 @@ func (e simEffects) ArmWatchdog() time.Duration {
 	if wd == nil {
 		return 0
 	}
+	e.d.wd = true
 	first := !wd.armed
 	wd.arm()
 	if first {
@@ -137,7 +152,7 @@ func (e simEffects) ArmWatchdog() time.Duration {
 			if !wd.armed {
 				return
 			}
-			if until := p.m.ActingUntil(); until != 0 && n.local() < until {
+			if p.acting() {
 				wd.feed()
 			}
 			p.timer(every, feed)
@@ -151,7 +166,14 @@ func (e simEffects) ArmWatchdog() time.Duration {
 	return wd.timeout
 }
 
+// DisarmWatchdog disarms it once no group's storage needs it.
 func (e simEffects) DisarmWatchdog() {
+	e.d.wd = false
+	for _, d := range e.p.ds {
+		if d.wd {
+			return
+		}
+	}
 	if wd := e.p.n.wd; wd != nil {
 		wd.disarm()
 	}
@@ -272,10 +294,11 @@ func (p *proc) deviceTry(s *driver.Scope, tn *Node, level int, cb func(result, m
 
 // The storage: Start, Stop and Monitor as the daemon's Resource runs them.
 
-func (p *proc) storageStart(s *driver.Scope, epoch uint64, cb func(error)) {
+func (p *proc) storageStart(s *driver.Scope, g int, epoch uint64, cb func(error)) {
 	w, n, inc := p.w, p.n, p.inc
-	w.chk.storageStart(n, epoch)
-	n.running, n.runEpoch = true, epoch
+	w.chk.storageStart(n, g, epoch)
+	st := &n.st[g]
+	st.running, st.runEpoch = true, epoch
 	done := func(err error) { n.exec(inc, func() { cb(err) }) }
 	d := uniform(n.rng, 5*time.Millisecond, 150*time.Millisecond)
 	switch {
@@ -287,13 +310,13 @@ func (p *proc) storageStart(s *driver.Scope, epoch uint64, cb func(error)) {
 		w.after(d, func() { done(errors.New("start hook: exit status 1")) })
 	case n.stStart == opHang:
 		s.OnCancel(func() { w.after(time.Millisecond, func() { done(context.Canceled) }) })
-		n.hungStart = func() { done(errors.New("start hook killed by the admin")) }
+		st.hungStart = func() { done(errors.New("start hook killed by the admin")) }
 	case n.stStart == opStuck:
-		n.hungStart = func() { done(errors.New("start hook killed by the admin")) }
+		st.hungStart = func() { done(errors.New("start hook killed by the admin")) }
 	}
 }
 
-func (p *proc) storageStop(deadline tenure.Time, cb func(error)) {
+func (p *proc) storageStop(g int, deadline tenure.Time, cb func(error)) {
 	w, n, inc := p.w, p.n, p.inc
 	grace := max(deadline.Sub(n.local()), 0)
 	d := uniform(n.rng, 5*time.Millisecond, 100*time.Millisecond)
@@ -305,7 +328,7 @@ func (p *proc) storageStop(deadline tenure.Time, cb func(error)) {
 		if d < grace {
 			w.after(d, func() {
 				n.exec(inc, func() {
-					n.running, n.stray = false, false
+					n.st[g].running, n.st[g].stray = false, false
 					cb(nil)
 				})
 			})

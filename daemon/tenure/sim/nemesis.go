@@ -97,7 +97,9 @@ func (w *World) inject(i int, f Fault) {
 	case Shutdown:
 		if p := n.proc; p != nil && !n.paused {
 			n.afterExit = f.Dur
-			p.drv.Shutdown()
+			for _, d := range p.ds {
+				d.drv.Shutdown()
+			}
 		}
 	case Device:
 		for lvl := range levels {
@@ -135,7 +137,9 @@ func (w *World) inject(i int, f Fault) {
 		if to == q.n.name {
 			return // the API refuses: it already is the primary-elect
 		}
-		q.drv.HandOff(to)
+		for _, d := range q.ds {
+			d.drv.HandOff(to) // (every group: the primary-elect holds them all)
+		}
 	case Confirm:
 		if n.on {
 			return // the admin confirms only a node that is really down
@@ -306,9 +310,11 @@ func (w *World) heal() {
 		if n.standbyWant {
 			w.standby(n, false)
 		}
-		if f := n.hungStart; f != nil {
-			n.hungStart = nil
-			f()
+		for g := range n.st {
+			if f := n.st[g].hungStart; f != nil {
+				n.st[g].hungStart = nil
+				f()
+			}
 		}
 		if d, down := w.downOf(n); down {
 			n.restart++
@@ -326,7 +332,11 @@ func (w *World) heal() {
 			delete(p.inel, "config")
 			p.loopKick()
 		}
-		_, unclean := w.chk.tfsm.Holders().Unclean[n.name]
+		unclean := false
+		for g := range w.groups() {
+			_, listed := w.chk.tfsm.HoldersOf(groupName(g)).Unclean[n.name]
+			unclean = unclean || listed
+		}
 		switch {
 		case unclean:
 			// A node that could not stop the group nor reset itself,

@@ -60,7 +60,7 @@ type Node struct {
 	log       []entry // log[0] is a sentinel
 	fsm       *quorum.FSM
 	applied   uint64
-	lastEpoch uint64 // highest epoch this node's FSM showed (checker)
+	lastEpoch []uint64 // per group, the highest epoch this node's FSM showed (checker)
 
 	// The process.
 	proc    *proc
@@ -69,11 +69,8 @@ type Node struct {
 	pending []func()
 	restart int // token: a later restart or power-on replaces an earlier one
 
-	// The storage as it physically is here: started (mounted, its service
-	// running) and not yet stopped. A crash of the daemon leaves it so;
-	// only a successful stop or a power-off ends it.
-	running  bool
-	runEpoch uint64
+	// st is each group's storage as it physically is here.
+	st []gstore
 	// cut: a storage-level fence removed this machine's access to the
 	// storage (its SCSI registration); what runs here can no longer
 	// write it. Only the node's own unfence, or a reboot, restores it —
@@ -85,18 +82,12 @@ type Node struct {
 	// advBoot is the boot ID the node's daemon last advertised (gossip
 	// keeps the last one it heard).
 	advBoot string
-	// stray: the storage runs here left by a daemon that died, and the
-	// probe cannot see it (Modes.Stray).
-	stray bool
 
 	dev                    [levels]devMode
 	devTok                 [levels]int
 	stStart, stStop, stMon opMode
 	stTok                  [3]int
 	afterExit              time.Duration // restart delay after a graceful stop (0: at the heal)
-	// hungStart ends a storage start that hangs (the heal does: nothing in
-	// the machine bounds a start, see livenessBound).
-	hungStart func()
 	// standbyWant is what the admin last asked for this node's standby.
 	standbyWant bool
 	standbyTok  int
@@ -106,7 +97,33 @@ func newNode(w *World, i int) *Node {
 	n := &Node{w: w, id: i, name: nodeName(i), ppm: w.sc.PPM[i], votedFor: -1,
 		rng: rand.New(rand.NewPCG(w.sc.Seed, uint64(i)+1)), fsm: quorum.NewFSM(64)}
 	n.log = []entry{{}}
+	n.st = make([]gstore, w.groups())
+	n.lastEpoch = make([]uint64, w.groups())
 	return n
+}
+
+// gstore is one group's storage as it physically is on a machine: started
+// (mounted, its service running) and not yet stopped. A crash of the
+// daemon leaves it so; only a successful stop or a power-off ends it.
+type gstore struct {
+	running  bool
+	runEpoch uint64
+	// stray: it runs here, left by a daemon that died, and the probe
+	// cannot see it (Modes.Stray).
+	stray bool
+	// hungStart ends a start that hangs (the heal does: nothing in the
+	// machine bounds a start, see livenessBound).
+	hungStart func()
+}
+
+// runningAny reports whether the storage of any group runs here.
+func (n *Node) runningAny() bool {
+	for _, g := range n.st {
+		if g.running {
+			return true
+		}
+	}
+	return false
 }
 
 func (n *Node) local() tenure.Time { return n.clk.local(n.w.now) }
@@ -174,7 +191,9 @@ func (n *Node) powerOff(why string) {
 	n.w.tracef("%s POWER OFF (%s)", n.name, why)
 	n.kill()
 	n.on = false
-	n.running, n.stray = false, false
+	for g := range n.st {
+		n.st[g].running, n.st[g].stray = false, false
+	}
 	if n.wd != nil {
 		n.wd.armed = false
 	}
@@ -186,7 +205,10 @@ func (n *Node) powerOff(why string) {
 func (n *Node) kill() {
 	if n.proc != nil {
 		n.proc.dead = true
-		n.stray = n.running && has(n.w.sc.Stray, n.id)
+		n.w.fenceJoins += n.proc.fences.Joins()
+		for g := range n.st {
+			n.st[g].stray = n.st[g].running && has(n.w.sc.Stray, n.id)
+		}
 		if wd := n.wd; wd != nil && wd.armed && !wd.magic {
 			// The process's file closes: without magic close (or
 			// nowayout) that stops the timer.

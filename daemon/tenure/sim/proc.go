@@ -68,7 +68,10 @@ type proc struct {
 	asking     bool
 	prevLeader int // the leader known before the current one (-1: none)
 
-	// the daemon's control loop
+	// the daemon's control loop: a driver per resource group (ds[g]),
+	// sharing the node's fences; drv and m are the default group's.
+	ds      []*gdrv
+	fences  driver.Fences
 	drv     *driver.Driver
 	m       *tenure.Machine // drv's, for reading
 	kicked  bool
@@ -77,8 +80,28 @@ type proc struct {
 	inel    map[string]string // why this node may not take primacy, by source
 }
 
+// gdrv is the daemon's machine for one resource group.
+type gdrv struct {
+	g   int
+	drv *driver.Driver
+	m   *tenure.Machine // drv's, for reading
+	// wd: this group asked for the watchdog (its mount intent) and has
+	// not disarmed it since; the device is disarmed once no group asks.
+	wd bool
+}
+
 func newProc(n *Node, inc int) *proc {
 	return &proc{w: n.w, n: n, inc: inc}
+}
+
+// acting reports whether the machine of any group acts as its primary.
+func (p *proc) acting() bool {
+	for _, d := range p.ds {
+		if until := d.m.ActingUntil(); until != 0 && p.n.local() < until {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *proc) start() {
@@ -92,27 +115,37 @@ func (p *proc) start() {
 	}
 	witness := sc.witness(n.id)
 	storage := sc.Storage && !witness
-	cfg := driver.Config{Nodes: nodes, Majority: w.majority, Probe: storage, Boot: n.bootID(), Machine: tenure.Config{
-		Self: n.name, Timing: n.timing(), Storage: storage, MonitorInterval: n.profile().monitor,
-		Witness: witness, Fenceable: fenceable, TokenStorage: sc.Tokens, Unchecked: sc.VIP && w.opt.Mutation != MutTokensOnly, WatchdogLevel: wdLevel,
-	}}
-	if has(sc.SCSI, n.id) {
-		cfg.Unfence = &driver.UnfencePlan{Devices: []string{"scsi"}}
-	}
 	p.inel = map[string]string{}
-	p.drv = driver.New(cfg, driver.Env{Log: simLog{p}, Peers: simPeers{p}, Clock: simClock{p}, Effects: simEffects{p},
-		Observer: simObserver{p}, Kick: p.loopKick, Ineligible: p.ineligible})
-	p.m = p.drv.Machine()
+	for g := range w.groups() {
+		// The start-up work (the probe of every group's storage, the
+		// unfence of the node) is the node's: the first group's driver
+		// runs it, and every group's machine reads its eligibility.
+		cfg := driver.Config{Group: groupName(g), Nodes: nodes, Majority: w.majority, Probe: storage && g == 0, Boot: n.bootID(), Machine: tenure.Config{
+			Self: n.name, Timing: n.timing(), Storage: storage, MonitorInterval: n.profile().monitor,
+			Witness: witness, Fenceable: fenceable, TokenStorage: sc.Tokens, Unchecked: sc.VIP && w.opt.Mutation != MutTokensOnly, WatchdogLevel: wdLevel,
+		}}
+		if has(sc.SCSI, n.id) && g == 0 {
+			cfg.Unfence = &driver.UnfencePlan{Devices: []string{"scsi"}}
+		}
+		d := &gdrv{g: g}
+		d.drv = driver.New(cfg, driver.Env{Log: simLog{p}, Peers: simPeers{p}, Clock: simClock{p}, Effects: simEffects{p, d},
+			Observer: simObserver{p, g}, Kick: p.loopKick, Ineligible: p.ineligible, Fences: &p.fences})
+		d.m = d.drv.Machine()
+		p.ds = append(p.ds, d)
+	}
+	p.drv, p.m = p.ds[0].drv, p.ds[0].m
 	p.startRaft()
 	p.startDetector()
-	p.drv.Start()
+	for _, d := range p.ds {
+		d.drv.Start()
+	}
 	p.loopKick()
 }
 
 // loopKick wakes the control loop (an event, a change of the state, of
 // leadership).
 func (p *proc) loopKick() {
-	if p.kicked || p.drv == nil || p.dead || p.exiting {
+	if p.kicked || p.ds == nil || p.dead || p.exiting {
 		return
 	}
 	p.kicked = true
@@ -140,23 +173,30 @@ func (p *proc) step() {
 	w, n := p.w, p.n
 	p.kicked = false
 	now := n.local()
-	p.drv.Step()
-	w.steps++
-	if p.dead {
-		return
+	done, stopped := true, true
+	for _, d := range p.ds {
+		d.drv.Step()
+		w.steps++
+		if p.dead {
+			return
+		}
+		done = done && d.m.Done()
+		stopped = stopped && d.m.Phase() == tenure.Stopped
 	}
 	w.chk.afterStep(n)
-	if p.m.Done() {
-		if p.m.Phase() == tenure.Stopped {
+	if done {
+		if stopped {
 			p.exit()
 		}
 		return
 	}
-	// As the daemon's loop: the machine's own deadlines (a boot-time
+	// As the daemon's loop: the machines' own deadlines (a boot-time
 	// timer), and a beat every heartbeat.
 	wait := n.timing().Heartbeat
-	if wk := p.drv.Wake(now); wk != tenure.Never {
-		wait = min(wait, max(wk.Sub(n.local()), 0))
+	for _, d := range p.ds {
+		if wk := d.drv.Wake(now); wk != tenure.Never {
+			wait = min(wait, max(wk.Sub(n.local()), 0))
+		}
 	}
 	p.loopTok++
 	tok := p.loopTok
@@ -206,6 +246,11 @@ func (p *proc) applyCmd(c quorum.Command, cb func(any, error)) {
 }
 
 func (p *proc) applyMeta(c quorum.Command, m meta, cb func(any, error)) {
+	if err := p.n.fsm.Allows(&c); err != nil {
+		// quorum.Raft.Apply's gate: the committed cluster version.
+		p.timer(0, func() { cb(nil, fmt.Errorf("commit %s: %w", c.Op, err)) })
+		return
+	}
 	p.apply(entCommand, encode(c), m, func(res any, err error) {
 		if err != nil {
 			cb(nil, fmt.Errorf("commit %s: %w", c.Op, err))
@@ -290,8 +335,14 @@ func (l simLog) Joined() bool {
 	return p.joined
 }
 
-func (l simLog) Holders() quorum.Holders {
-	v := l.p.n.fsm.Holders()
+func (l simLog) Holders(group string) quorum.Holders {
+	v := l.p.n.fsm.HoldersOf(group)
+	if l.p.w.opt.Mutation == MutGroupMixup && group != "" {
+		// Broken on purpose: who may still run the group is read from
+		// the default group's state.
+		d := l.p.n.fsm.HoldersOf("")
+		v.Unconfirmed, v.Formers, v.Previous, v.LeaseOf = d.Unconfirmed, d.Formers, d.Previous, d.LeaseOf
+	}
 	if l.p.w.opt.Mutation == MutNoTimings {
 		v.Timings = nil // broken on purpose
 	}
@@ -316,7 +367,7 @@ func (l simLog) Acquire(c quorum.Command, t0 tenure.Time, done func(any, error))
 	p.applyMeta(c, meta{origin: p.n.id, t0: p.n.clk.trueOf(t0)}, done)
 }
 
-func (l simLog) Confirm(epoch uint64, t0 tenure.Time, done func(error)) {
+func (l simLog) Confirm(group string, epoch uint64, t0 tenure.Time, done func(error)) {
 	p := l.p
 	if p.w.opt.Mutation == MutStaleConfirm {
 		// Broken on purpose: "I lead, so a majority follows me".
@@ -339,8 +390,9 @@ func (l simLog) Confirm(epoch uint64, t0 tenure.Time, done func(error)) {
 			done(err)
 		}
 	}
-	p.apply(entBarrier, nil, meta{origin: p.n.id, epoch: epoch, t0: p.n.clk.trueOf(t0)}, func(_ any, err error) { either(err) })
-	p.renewRound(epoch, t0, either)
+	g := p.w.groupIndex(group)
+	p.apply(entBarrier, nil, meta{origin: p.n.id, group: g, epoch: epoch, t0: p.n.clk.trueOf(t0)}, func(_ any, err error) { either(err) })
+	p.renewRound(g, epoch, t0, either)
 }
 
 func (l simLog) Transfer(to string, done func(error)) {
@@ -455,7 +507,7 @@ func (s simPeers) Fence(sc *driver.Scope, req driver.FenceRequest, done func(fen
 				}
 			})
 		}
-		switch known := (simLog{q}).Holders().Epoch; {
+		switch known := (simLog{q}).Holders(req.Group).Epoch; {
 		case req.Action != fencing.ActionOff, req.Target == q.n.name, req.Executor != q.n.name, q.leaderID != self:
 			reply(fencing.Record{}, errors.New("fence refused"))
 		case req.Epoch < known:
@@ -463,7 +515,7 @@ func (s simPeers) Fence(sc *driver.Scope, req driver.FenceRequest, done func(fen
 			reply(fencing.Record{}, errors.New("fence refused: an old epoch"))
 		default:
 			w.tracef("%s fences %s for the leader %s", q.n.name, req.Target, p.n.name)
-			simEffects{q}.Fence(driver.NewScope(context.Background()), req, func(rec fencing.Record) { reply(rec, nil) })
+			simEffects{q, q.ds[0]}.Fence(driver.NewScope(context.Background()), req, func(rec fencing.Record) { reply(rec, nil) })
 		}
 	})
 }
@@ -508,7 +560,10 @@ func (c simClock) After(d time.Duration, f func()) func() {
 }
 
 // simObserver traces the machine's steps and counts its phase changes.
-type simObserver struct{ p *proc }
+type simObserver struct {
+	p *proc
+	g int
+}
 
 func (o simObserver) Stepped(before tenure.Phase, ev tenure.Event, acts []tenure.Action, m *tenure.Machine) {
 	w, n := o.p.w, o.p.n
@@ -518,14 +573,18 @@ func (o simObserver) Stepped(before tenure.Phase, ev tenure.Event, acts []tenure
 	if !w.opt.Trace {
 		return
 	}
+	who := n.name
+	if o.g > 0 {
+		who += "/" + groupName(o.g)
+	}
 	if ev != nil {
-		w.tracef("%s event %T%+v", n.name, ev, ev)
+		w.tracef("%s event %T%+v", who, ev, ev)
 	}
 	if after := m.Phase(); after != before {
-		w.tracef("%s %s → %s (epoch %d, acting until %s)", n.name, before, after, m.Epoch(), w.fmtLocal(n, m.ActingUntil()))
+		w.tracef("%s %s → %s (epoch %d, acting until %s)", who, before, after, m.Epoch(), w.fmtLocal(n, m.ActingUntil()))
 	}
 	for _, a := range acts {
-		w.tracef("%s action %T%+v", n.name, a, a)
+		w.tracef("%s action %T%+v", who, a, a)
 	}
 }
 

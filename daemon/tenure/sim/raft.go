@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/fenced/fenced/quorum"
 )
 
 // The simulated raft follows hashicorp/raft v1.8 as fenced configures it
@@ -48,10 +50,11 @@ type entry struct {
 }
 
 // meta is the checker's bookkeeping of an entry (not raft's): who proposed
-// it, and for a lease renewal (acquire or barrier), the epoch it renews and
-// the true time of the machine's T0 (the renewal's start).
+// it, and for a lease renewal (acquire or barrier), the group and epoch it
+// renews and the true time of the machine's T0 (the renewal's start).
 type meta struct {
 	origin int
+	group  int
 	epoch  uint64
 	t0     int64
 }
@@ -359,11 +362,35 @@ func (p *proc) becomeLeader() {
 	}
 	p.futures = map[uint64]future{}
 	p.appendEntry(entry{kind: entNoop, meta: meta{origin: -1}}, nil)
+	p.versionStep(n.term)
 	p.armHeartbeat()
 	p.armCommitTimer()
 	tok := p.hbTok
 	p.timer(w.ht, func() { p.leaseCheck(tok) })
 	p.loopKick() // LeaderCh
+}
+
+// versionStep is the daemon's (daemon/clusterversion.go): the leader
+// raises the committed cluster version one step at a time to this
+// build's, every node running it; until then a command that names a
+// group other than the default is refused at proposal. A run of one group
+// needs no version above 1 and leaves it there, so that its schedules run
+// as they did before groups.
+func (p *proc) versionStep(term uint64) {
+	if p.role != leader || p.n.term != term || p.dead || p.w.groups() == 1 {
+		return
+	}
+	v := p.n.fsm.ClusterVersion()
+	if v >= quorum.ClusterVersionMax {
+		return
+	}
+	p.applyCmd(quorum.Command{Op: quorum.OpClusterVersion, ClusterVersion: v + 1}, func(_ any, err error) {
+		if err != nil {
+			p.timer(time.Second, func() { p.versionStep(term) })
+			return
+		}
+		p.versionStep(term)
+	})
 }
 
 func (p *proc) armHeartbeat() {

@@ -37,7 +37,7 @@ type roundState struct {
 
 // renewRound runs a round for a renewal begun at t0; done(nil) once a
 // majority answered while this node still leads in the round's term.
-func (p *proc) renewRound(epoch uint64, t0 tenure.Time, done func(error)) {
+func (p *proc) renewRound(group int, epoch uint64, t0 tenure.Time, done func(error)) {
 	if p.role != leader {
 		p.timer(0, func() { done(errors.New("not leader")) })
 		return
@@ -69,7 +69,7 @@ func (p *proc) renewRound(epoch uint64, t0 tenure.Time, done func(error)) {
 			finish(errors.New("renewal round: leadership lost"))
 			return
 		}
-		p.w.chk.roundRenewed(p.n, epoch, p.n.clk.trueOf(t0), len(rd.answered)+1)
+		p.w.chk.roundRenewed(p.n, group, epoch, p.n.clk.trueOf(t0), len(rd.answered)+1)
 		finish(nil)
 	}
 	var send func(left time.Duration)

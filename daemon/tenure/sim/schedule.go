@@ -256,6 +256,11 @@ type Modes struct {
 	// timing rolling through the cluster): index into profiles, then
 	// altProfiles. Empty: every node runs Profile.
 	Timings []int
+	// Groups is how many resource groups the cluster runs (0 or 1: the
+	// default group alone). Each has its own machine on every node, its
+	// own holder, epoch and lease, and its own storage; the first is the
+	// default group, the others are named g2, g3… (docs/groups.md).
+	Groups int
 }
 
 func has(ns []int, i int) bool { return slices.Contains(ns, i) }
@@ -309,7 +314,21 @@ func Generate(seed uint64) Schedule {
 	}
 	genModes(&sc)
 	genStalls(&sc)
+	genGroups(&sc)
 	return sc
+}
+
+// maxGroups is the most resource groups a schedule may run.
+const maxGroups = 8
+
+// genGroups gives a third of the schedules two or three resource groups,
+// from a stream of their own so that the rest of a seed's schedule is
+// what it was before groups existed.
+func genGroups(sc *Schedule) {
+	r := rand.New(rand.NewPCG(sc.Seed, 0x67726f757073))
+	if r.IntN(3) == 0 {
+		sc.Groups = 2 + r.IntN(2)
+	}
 }
 
 // genStalls adds, in a third of the schedules, stalls of raft's streams on
@@ -558,6 +577,9 @@ func (sc Schedule) String() string {
 	list("slowstop", sc.SlowStop)
 	list("stray", sc.Stray)
 	list("blind", sc.Blind)
+	if sc.Groups > 1 {
+		fmt.Fprintf(&b, " groups=%d", sc.Groups)
+	}
 	if len(sc.Timings) > 0 {
 		b.WriteString(" timings=")
 		for i, p := range sc.Timings {
@@ -642,6 +664,8 @@ func Parse(s string) (Schedule, error) {
 			sc.Stray, err = parseNodes(v)
 		case "blind":
 			sc.Blind, err = parseNodes(v)
+		case "groups":
+			sc.Groups, err = strconv.Atoi(v)
 		case "timings":
 			for _, x := range splitList(v) {
 				var p int
@@ -679,6 +703,8 @@ func Parse(s string) (Schedule, error) {
 		return sc, fmt.Errorf("schedule: ppm: %d values for %d nodes", len(sc.PPM), sc.Nodes)
 	case sc.Profile < 0 || sc.Profile >= len(profiles):
 		return sc, fmt.Errorf("schedule: profile=%d: want 0 to %d", sc.Profile, len(profiles)-1)
+	case sc.Groups < 0 || sc.Groups > maxGroups:
+		return sc, fmt.Errorf("schedule: groups=%d: want 1 to %d", sc.Groups, maxGroups)
 	}
 	for _, p := range sc.PPM {
 		if p < -Drift || p > Drift {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fenced/fenced/daemon/tenure"
+	"github.com/fenced/fenced/quorum"
 )
 
 // Mutation deliberately breaks one rule, for the negative controls: the
@@ -41,10 +42,14 @@ const (
 	// MutTrustWatchdog advertises a watchdog whose timer stops when the
 	// daemon's file closes.
 	MutTrustWatchdog
+	// MutGroupMixup shows every group's machine the default group's
+	// list of who may still run it (unconfirmed nodes, formers, the
+	// lease it waits for) instead of its own.
+	MutGroupMixup
 )
 
 var mutationNames = [...]string{"none", "no-read-back", "skip-wait", "min-bound", "stale-confirm", "no-timings", "blind-unfence",
-	"tokens-only", "trust-watchdog"}
+	"tokens-only", "trust-watchdog", "group-mixup"}
 
 func (m Mutation) String() string {
 	if int(m) < len(mutationNames) {
@@ -55,7 +60,7 @@ func (m Mutation) String() string {
 
 // Mutations lists the negative controls.
 var Mutations = []Mutation{MutNoReadBack, MutSkipWait, MutMinBound, MutStaleConfirm, MutNoTimings, MutBlindUnfence, MutTokensOnly,
-	MutTrustWatchdog}
+	MutTrustWatchdog, MutGroupMixup}
 
 // Options are what a run does besides its schedule.
 type Options struct {
@@ -97,8 +102,9 @@ type World struct {
 	entrySeq                            uint64
 	partTok, lossTok, slowTok, stallTok int
 
-	steps  int // machine steps, for statistics
-	events int
+	steps      int // machine steps, for statistics
+	events     int
+	fenceJoins int // of processes that ended (live ones: their driver.Fences)
 	moves  map[[2]tenure.Phase]int
 	trace  []string
 }
@@ -218,7 +224,12 @@ type Result struct {
 	Events int
 	// Moves counts the machines' phase changes (what the run exercised).
 	Moves map[[2]tenure.Phase]int
-	Trace []string
+	// Grants is, per group, how many epochs the committed log granted.
+	Grants []int
+	// FenceJoins counts takeovers that waited for another group's fence
+	// of the same node instead of running their own (driver.Fences).
+	FenceJoins int
+	Trace      []string
 }
 
 // Run executes one schedule.
@@ -237,7 +248,15 @@ func Run(sc Schedule, opt Options) Result {
 	if w.chk.fail == nil && w.chk.live < 0 {
 		w.chk.failf(InvLiveness, "no primary acted within %s of the heal (the liveness bound)", w.livenessBound())
 	}
-	r := Result{Failure: w.chk.fail, Live: w.chk.live, Steps: w.steps, Events: w.events, Moves: w.moves, Trace: w.trace}
+	for _, n := range w.nodes {
+		if n.proc != nil {
+			w.fenceJoins += n.proc.fences.Joins()
+		}
+	}
+	r := Result{Failure: w.chk.fail, Live: w.chk.live, Steps: w.steps, Events: w.events, Moves: w.moves, Trace: w.trace, FenceJoins: w.fenceJoins}
+	for _, g := range w.chk.gs {
+		r.Grants = append(r.Grants, len(g.grants))
+	}
 	if r.Failure != nil && opt.Trace {
 		r.Trace = append(r.Trace, "FAILURE: "+r.Failure.Error())
 	}
@@ -281,6 +300,31 @@ func (w *World) node(name string) *Node {
 }
 
 func nodeName(i int) string { return fmt.Sprintf("n%d", i+1) }
+
+// groups is how many resource groups the run has.
+func (w *World) groups() int { return max(w.sc.Groups, 1) }
+
+// groupName is group g's name in commands: "" for the first (the default
+// group), g2, g3… for the others.
+func groupName(g int) string {
+	if g == 0 {
+		return ""
+	}
+	return fmt.Sprintf("g%d", g+1)
+}
+
+// groupIndex is the group a command or record names (−1: none of the run's).
+func (w *World) groupIndex(name string) int {
+	if name == "" || name == quorum.DefaultGroup {
+		return 0
+	}
+	for g := 1; g < w.groups(); g++ {
+		if groupName(g) == name {
+			return g
+		}
+	}
+	return -1
+}
 
 // maxTiming is, field by field, the longest timing any node runs.
 func (w *World) maxTiming() tenure.Timing {
