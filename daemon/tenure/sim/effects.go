@@ -61,8 +61,10 @@ func (e simEffects) FencePath(string) string {
 func (e simEffects) Start(s *driver.Scope, epoch uint64, previous string, done func(error)) {
 	e.p.storageStart(s, e.d.g, epoch, done)
 }
-func (e simEffects) Monitor(s *driver.Scope, done func(error))   { e.p.storageMonitor(s, done) }
-func (e simEffects) Stop(deadline tenure.Time, done func(error)) { e.p.storageStop(e.d.g, deadline, done) }
+func (e simEffects) Monitor(s *driver.Scope, done func(error)) { e.p.storageMonitor(s, done) }
+func (e simEffects) Stop(deadline tenure.Time, done func(error)) {
+	e.p.storageStop(e.d.g, deadline, done)
+}
 
 // Probe is the resource groups' probe: what a crashed daemon left running
 // here, of any group, is stopped, as a stop would (and can fail, or hang,

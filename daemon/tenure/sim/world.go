@@ -105,8 +105,8 @@ type World struct {
 	steps      int // machine steps, for statistics
 	events     int
 	fenceJoins int // of processes that ended (live ones: their driver.Fences)
-	moves  map[[2]tenure.Phase]int
-	trace  []string
+	moves      map[[2]tenure.Phase]int
+	trace      []string
 }
 
 func (w *World) at(t int64, fn func()) {
