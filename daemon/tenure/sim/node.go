@@ -116,15 +116,6 @@ type gstore struct {
 	hungStart func()
 }
 
-// runningAny reports whether the storage of any group runs here.
-func (n *Node) runningAny() bool {
-	for _, g := range n.st {
-		if g.running {
-			return true
-		}
-	}
-	return false
-}
 
 func (n *Node) local() tenure.Time { return n.clk.local(n.w.now) }
 
