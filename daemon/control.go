@@ -303,6 +303,28 @@ func (l raftLog) Apply(c quorum.Command, done func(any, error)) {
 
 func (l raftLog) Acquire(c quorum.Command, _ tenure.Time, done func(any, error)) { l.Apply(c, done) }
 
+// Propose commits c here when this node leads, else on the leader (the
+// leader's answer does not come back over gossip yet: nil). Only a group
+// other than the default one needs it, and this daemon runs the default
+// group alone (docs/groups.md, step 4).
+func (l raftLog) Propose(c quorum.Command, _ tenure.Time, done func(any, error)) {
+	if l.d.raft.IsLeader() {
+		l.Apply(c, done)
+		return
+	}
+	gossipPeers(l).Forward(c, func(err error) { done(nil, err) })
+}
+
+// Move: this daemon runs the default group alone, which moves with raft
+// leadership (Transfer).
+func (l raftLog) Move(group, _ string, done func(error)) {
+	l.d.async(func() func() {
+		return func() {
+			done(fmt.Errorf("group %s: this fenced places no group other than the default one yet", group))
+		}
+	})
+}
+
 func (l raftLog) Confirm(_ string, _ uint64, _ tenure.Time, done func(error)) {
 	l.d.async(func() func() {
 		start := time.Now()

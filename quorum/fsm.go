@@ -200,6 +200,10 @@ type Command struct {
 	Incarnation string   `json:"incarnation,omitempty"`
 	// ClusterVersion is the version an OpClusterVersion raises to.
 	ClusterVersion int `json:"clusterVersion,omitempty"`
+	// From, on an OpPlace, makes it conditional: the group moves only if
+	// it is placed on From (a holder handing its group on; "" = the
+	// leader's own placement, unconditional).
+	From string `json:"from,omitempty"`
 	// Version is the cluster version the command needs when above 1
 	// (Needs; set at proposal): a node that supports less halts on it
 	// rather than misapply it, whatever the op.
@@ -281,6 +285,8 @@ type Holders struct {
 	Timings     map[string]HolderTiming
 	Boots       map[string]string
 	Unclean     map[string]string
+	// Placement is the node the group is placed on ("": not placed).
+	Placement string
 }
 
 // Holders returns the default group's current Holders.
@@ -293,7 +299,7 @@ func (f *FSM) HoldersOf(group string) Holders {
 	s := f.state.group(group)
 	return Holders{Epoch: s.Epoch, Holder: s.Holder, HolderState: s.HolderState, Previous: s.Previous, LeaseOf: s.LeaseOf, Formers: maps.Clone(s.Formers),
 		Unconfirmed: maps.Clone(s.Unconfirmed), Standby: maps.Clone(f.state.Standby), Watchdogs: maps.Clone(s.Watchdogs), Timings: maps.Clone(s.Timings),
-		Boots: maps.Clone(s.Boots), Unclean: maps.Clone(s.Unclean)}
+		Boots: maps.Clone(s.Boots), Unclean: maps.Clone(s.Unclean), Placement: s.Placement}
 }
 
 // Config returns a copy of the committed configuration fingerprint (nil
@@ -351,6 +357,7 @@ var appliers = map[string]func(*FSM, *Command) any{
 	OpUnclean: (*FSM).applyUnclean,
 	OpRecover: (*FSM).applyRecover,
 	OpPlace:   (*FSM).applyPlace,
+	OpRenew:   (*FSM).applyRenew,
 	// OpClusterVersion: version.go.
 	OpClusterVersion: (*FSM).applyClusterVersion,
 }

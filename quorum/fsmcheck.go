@@ -64,7 +64,7 @@ var holderStates = map[string]bool{
 // only what fenced itself never writes may be refused here.
 func (c *Command) check(s *State) error {
 	switch c.Op {
-	case OpAcquire, OpState, OpRelease, OpStandby, OpUnclean:
+	case OpAcquire, OpState, OpRelease, OpStandby, OpUnclean, OpRenew:
 		if c.Node == "" {
 			return fmt.Errorf("%s: no node", c.Op)
 		}

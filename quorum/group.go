@@ -29,6 +29,16 @@ const DefaultGroup = "default"
 // nodes may: that stays the grant's, the lease's and the fence's.
 const OpPlace = "place"
 
+// OpRenew renews the lease of Group's holder Node at Epoch, for a holder
+// that is not the raft leader (docs/groups.md, "Renewal"): committed and
+// not refused, it shows that a majority stored, after the renewal began,
+// an entry that names the holder at its epoch. It is refused (ErrStale)
+// unless Node holds Group at Epoch, has not released it, and the group is
+// placed on Node (or not placed): so a renewal never commits after a
+// successor's grant, which is what lets the successor wait from its
+// grant. It changes nothing in the state and writes no record.
+const OpRenew = "renew"
+
 // GroupsVersion is the cluster version in which commands may name a group
 // other than the default one, and OpPlace. A cluster runs it once every
 // voter runs a build that supports it; a node of an earlier build sent
@@ -146,10 +156,30 @@ func (s *State) setGroup(name string, g GroupState) {
 	s.Placement = g.Placement
 }
 
-// applyPlace (OpPlace): c.Node is where c.Group is placed. It returns nil.
+// applyRenew (OpRenew): nil while c.Node holds c.Group at c.Epoch, has
+// not released it and is where the group is placed; else ErrStale.
+func (f *FSM) applyRenew(c *Command) any {
+	s := f.state.group(c.Group)
+	switch {
+	case c.Epoch != s.Epoch || c.Node != s.Holder:
+		return fmt.Errorf("%w: renewal of %s at epoch %d (current: %s at %d)", ErrStale, c.Node, c.Epoch, s.Holder, s.Epoch)
+	case s.HolderState == HolderReleased || s.HolderState == HolderReleasing:
+		return fmt.Errorf("%w: renewal of %s at epoch %d: it is %s", ErrStale, c.Node, c.Epoch, s.HolderState)
+	case s.Placement != "" && s.Placement != c.Node:
+		return fmt.Errorf("%w: renewal of %s at epoch %d: the group is placed on %s", ErrStale, c.Node, c.Epoch, s.Placement)
+	}
+	return nil
+}
+
+// applyPlace (OpPlace): c.Node is where c.Group is placed; with c.From,
+// only if it was placed on c.From (else ErrStale: the holder's view was
+// stale, and the group stays where the leader placed it). It returns nil.
 func (f *FSM) applyPlace(c *Command) any {
 	s, done := f.edit(c.Group)
 	defer done()
+	if c.From != "" && s.Placement != c.From {
+		return fmt.Errorf("%w: %s hands group %s on, but it is placed on %q", ErrStale, c.From, groupOf(c.Group), s.Placement)
+	}
 	s.Placement = c.Node
 	return nil
 }

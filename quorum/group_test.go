@@ -233,3 +233,50 @@ func TestPlacementGatesTheGrant(t *testing.T) {
 		t.Fatalf("OpPlace needs version %d", n)
 	}
 }
+
+// TestRenewOnlyTheCurrentHolder: OpRenew commits only for the holder of
+// its group at its epoch, not released, where the group is placed; so no
+// renewal commits after a successor's grant.
+func TestRenewOnlyTheCurrentHolder(t *testing.T) {
+	f := NewFSM(10)
+	applyGroup(t, f, Command{Op: OpPlace, Group: "g2", Node: "b"})
+	applyGroup(t, f, Command{Op: OpAcquire, Group: "g2", Node: "b"})
+	before := snapshotBytes(t, f)
+	if res := applyGroup(t, f, Command{Op: OpRenew, Group: "g2", Node: "b", Epoch: 1}); res != nil {
+		t.Fatalf("the holder's renewal refused: %v", res)
+	}
+	if after := snapshotBytes(t, f); string(after) != string(before) {
+		t.Fatalf("a renewal changed the state:\n%s\n→\n%s", before, after)
+	}
+	for _, tc := range []struct {
+		name string
+		c    Command
+	}{
+		{"another node", Command{Op: OpRenew, Group: "g2", Node: "c", Epoch: 1}},
+		{"another epoch", Command{Op: OpRenew, Group: "g2", Node: "b", Epoch: 2}},
+		{"another group", Command{Op: OpRenew, Group: "g3", Node: "b", Epoch: 1}},
+		{"the default group", Command{Op: OpRenew, Node: "b", Epoch: 1}},
+	} {
+		if err, _ := applyGroup(t, f, tc.c).(error); !errors.Is(err, ErrStale) {
+			t.Errorf("%s: %v, want ErrStale", tc.name, err)
+		}
+	}
+	// Placed elsewhere: b's renewals stop committing at once.
+	applyGroup(t, f, Command{Op: OpPlace, Group: "g2", Node: "c"})
+	if err, _ := applyGroup(t, f, Command{Op: OpRenew, Group: "g2", Node: "b", Epoch: 1}).(error); !errors.Is(err, ErrStale) {
+		t.Fatalf("renewal off the placement: %v", err)
+	}
+	// The successor's grant: the former's renewal is refused from then on.
+	applyGroup(t, f, Command{Op: OpAcquire, Group: "g2", Node: "c"})
+	applyGroup(t, f, Command{Op: OpPlace, Group: "g2", Node: "b"})
+	if err, _ := applyGroup(t, f, Command{Op: OpRenew, Group: "g2", Node: "b", Epoch: 1}).(error); !errors.Is(err, ErrStale) {
+		t.Fatalf("renewal of a superseded epoch: %v", err)
+	}
+	applyGroup(t, f, Command{Op: OpRelease, Group: "g2", Node: "c", Epoch: 2})
+	if err, _ := applyGroup(t, f, Command{Op: OpRenew, Group: "g2", Node: "c", Epoch: 2}).(error); !errors.Is(err, ErrStale) {
+		t.Fatalf("renewal after the release: %v", err)
+	}
+	if n := (&Command{Op: OpRenew, Node: "b"}).Needs(); n != GroupsVersion {
+		t.Fatalf("OpRenew needs version %d", n)
+	}
+}

@@ -42,10 +42,16 @@ type PlaceNode struct {
 	// EligibleFor is how long it has been eligible without a break (for
 	// failback).
 	EligibleFor time.Duration
-	// Unconfirmed are the groups that list the node as maybe running them.
-	// It takes no other group while it is listed: it may be fenced for
-	// them at any moment.
+	// Unconfirmed are the groups that list the node as maybe running them
+	// while another node holds them (a holder's own mount intent lists
+	// it too; that one does not count). It takes no other group while it
+	// is listed: it may be fenced for them at any moment.
 	Unconfirmed []string
+	// Refuses are the groups it may not take back yet: it handed them on
+	// (its start failed, it may not hold them now) a moment ago. Without
+	// this two nodes that each cannot hold a group for a while would hand
+	// it to each other.
+	Refuses []string
 }
 
 // Place returns the node each group is to run on ("": no node may take
@@ -58,7 +64,7 @@ func Place(groups []GroupSpec, nodes []PlaceNode, current map[string]string) map
 	// takes says whether node n may take group g.
 	takes := func(n, g string) bool {
 		p := byName[n]
-		if p == nil || !p.Eligible {
+		if p == nil || !p.Eligible || slices.Contains(p.Refuses, g) {
 			return false
 		}
 		for _, u := range p.Unconfirmed {

@@ -58,6 +58,10 @@ func TestPlaceRules(t *testing.T) {
 			map[string]string{"db": "node3"}, map[string]string{"db": "node1"}},
 		{"a node listed for a group may keep it", []GroupSpec{c}, []PlaceNode{{Name: "node1", Eligible: true}, {Name: "node3", Eligible: true, Unconfirmed: []string{"db"}}},
 			map[string]string{"db": "node3"}, map[string]string{"db": "node3"}},
+		{"a node that handed a group on does not get it back", []GroupSpec{a}, []PlaceNode{{Name: "node1", Eligible: true, Refuses: []string{"nfs-a"}}, {Name: "node2", Eligible: true}},
+			map[string]string{"nfs-a": ""}, map[string]string{"nfs-a": "node2"}},
+		{"nor keeps it", []GroupSpec{a, c}, []PlaceNode{{Name: "node1", Eligible: true, Refuses: []string{"nfs-a"}}, {Name: "node3", Eligible: true}},
+			map[string]string{"nfs-a": "node1", "db": "node1"}, map[string]string{"nfs-a": "node3", "db": "node1"}},
 		{"load breaks a tie", []GroupSpec{{Name: "g1"}, {Name: "g2"}, {Name: "g3"}}, all, nil, map[string]string{"g1": "node1", "g2": "node2", "g3": "node3"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

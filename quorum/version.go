@@ -35,7 +35,7 @@ const OpClusterVersion = "cluster-version"
 var opVersions = map[string]int{
 	OpAcquire: 1, OpState: 1, OpRelease: 1, OpRecord: 1, OpStandby: 1, OpConfig: 1, OpUnclean: 1,
 	OpRecover: 2, OpClusterVersion: 2,
-	OpPlace: GroupsVersion,
+	OpPlace: GroupsVersion, OpRenew: GroupsVersion,
 }
 
 // ErrClusterVersion refuses, at proposal, a command the committed cluster

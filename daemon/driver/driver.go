@@ -71,6 +71,18 @@ type Log interface {
 	// Transfer hands raft leadership to `to` ("" = the implementation's
 	// choice of successor).
 	Transfer(to string, done func(err error))
+	// Propose commits c on the raft leader, wherever it is: here if this
+	// node leads, else forwarded to it; done gets the state machine's
+	// answer. t0, if not zero, is when the renewal c carries began on
+	// this node's clock (an acquire, a renewal). It is how the holder of
+	// a group other than the default one, which need not lead raft,
+	// writes (tenure.Config.OffLeader).
+	Propose(c quorum.Command, t0 tenure.Time, done func(res any, err error))
+	// Move asks the leader to place group, placed on this node, on `to`
+	// ("" = the implementation's choice of successor): an OffLeader
+	// group's handover, as Transfer is the default group's. It is
+	// refused if the group is no longer placed here (OpPlace's From).
+	Move(group, to string, done func(err error))
 }
 
 // Peers are the other configured nodes.
@@ -350,6 +362,35 @@ func committedOf(v quorum.Holders) tenure.Committed {
 // holders is the replicated state of this driver's group.
 func (d *Driver) holders() quorum.Holders { return d.env.Log.Holders(d.cfg.Group) }
 
+// offLeader: this driver's group is held wherever it is placed, not by the
+// raft leader (tenure.Config.OffLeader).
+func (d *Driver) offLeader() bool { return d.cfg.Machine.OffLeader }
+
+// leads is the machine's Input.Leader: this node leads raft, or, for an
+// OffLeader group, the group is placed on it in the state this node has
+// applied since it caught up with the leader (a node back from a crash
+// still reads the placement of before it; the leader may have moved the
+// group since).
+func (d *Driver) leads() bool {
+	if d.offLeader() {
+		return d.env.Log.Joined() && d.holders().Placement == d.cfg.Machine.Self
+	}
+	return d.env.Log.IsLeader()
+}
+
+// apply commits c: on this node, which must lead raft, or for an OffLeader
+// group on the leader wherever it is (t0: the renewal c carries, if any).
+func (d *Driver) apply(c quorum.Command, t0 tenure.Time, done func(res any, err error)) {
+	switch {
+	case d.offLeader():
+		d.env.Log.Propose(c, t0, done)
+	case c.Op == quorum.OpAcquire:
+		d.env.Log.Acquire(c, t0, done)
+	default:
+		d.env.Log.Apply(c, done)
+	}
+}
+
 // Group is the resource group this driver's machine is for ("" is the
 // default group).
 func (d *Driver) Group() string { return d.cfg.Group }
@@ -372,7 +413,7 @@ func (d *Driver) Step() {
 		d.events = d.events[1:]
 	}
 	before := d.m.Phase()
-	acts := d.m.Step(tenure.Input{Now: d.env.Clock.Now(), Leader: d.env.Log.IsLeader(), Committed: committedOf(d.holders()),
+	acts := d.m.Step(tenure.Input{Now: d.env.Clock.Now(), Leader: d.leads(), Committed: committedOf(d.holders()),
 		Ineligible: d.env.Ineligible(), NotYet: d.env.NotYet(), Event: ev})
 	if after := d.m.Phase(); before == tenure.Releasing && (after == tenure.Secondary || after == tenure.Stopped) {
 		d.env.Effects.DisarmWatchdog()
@@ -472,7 +513,7 @@ func (d *Driver) act(a tenure.Action) {
 	switch a := a.(type) {
 	case tenure.Acquire:
 		d.write(func(done func()) {
-			log.Acquire(quorum.Command{Op: quorum.OpAcquire, Group: d.cfg.Group, Node: self, Time: d.env.Clock.Wall(), Timing: d.timing()}, a.T0, func(res any, err error) {
+			d.apply(quorum.Command{Op: quorum.OpAcquire, Group: d.cfg.Group, Node: self, Time: d.env.Clock.Wall(), Timing: d.timing()}, a.T0, func(res any, err error) {
 				defer done()
 				if err != nil {
 					lg.Warn("acquire epoch", "err", err)
@@ -486,7 +527,7 @@ func (d *Driver) act(a tenure.Action) {
 		})
 	case tenure.Confirm:
 		d.write(func(done func()) {
-			log.Confirm(d.cfg.Group, a.Epoch, a.T0, func(err error) {
+			d.confirm(a.Epoch, a.T0, func(err error) {
 				// A renewal slower than a heartbeat eats into the lease:
 				// the early sign of a primary about to give it up.
 				if now := d.env.Clock.Now(); err == nil && now.Sub(a.T0) > t.Heartbeat {
@@ -507,7 +548,7 @@ func (d *Driver) act(a tenure.Action) {
 		})
 	case tenure.Record:
 		d.write(func(done func()) {
-			log.Apply(quorum.Command{Op: quorum.OpState, Group: d.cfg.Group, Node: self, Epoch: a.Epoch, State: a.State, Reason: a.Reason}, func(_ any, err error) {
+			d.apply(quorum.Command{Op: quorum.OpState, Group: d.cfg.Group, Node: self, Epoch: a.Epoch, State: a.State, Reason: a.Reason}, 0, func(_ any, err error) {
 				if err != nil {
 					lg.Warn("commit holder state", "state", a.State, "err", err)
 				}
@@ -538,8 +579,8 @@ func (d *Driver) act(a tenure.Action) {
 			// Armed first: the advertisement must be true from the moment
 			// the storage may start.
 			wd := fx.ArmWatchdog()
-			log.Apply(quorum.Command{Op: quorum.OpState, Group: d.cfg.Group, Node: self, Epoch: a.Epoch, State: quorum.HolderMounting, Watchdog: wd,
-				Timing: d.timing(), Boot: d.cfg.Boot}, func(_ any, err error) {
+			d.apply(quorum.Command{Op: quorum.OpState, Group: d.cfg.Group, Node: self, Epoch: a.Epoch, State: quorum.HolderMounting, Watchdog: wd,
+				Timing: d.timing(), Boot: d.cfg.Boot}, 0, func(_ any, err error) {
 				d.post(tenure.MountIntentDone{Epoch: a.Epoch, Err: err})
 				done()
 			})
@@ -565,6 +606,16 @@ func (d *Driver) act(a tenure.Action) {
 			})
 		})
 	case tenure.Transfer:
+		if d.offLeader() {
+			log.Move(d.cfg.Group, a.To, func(err error) {
+				if errors.Is(err, quorum.ErrStale) {
+					// Placed elsewhere already: what the handover wanted.
+					err = nil
+				}
+				d.post(tenure.TransferDone{Err: err})
+			})
+			break
+		}
 		log.Transfer(a.To, func(err error) { d.post(tenure.TransferDone{Err: err}) })
 	case tenure.Cancel:
 		if d.scope != nil {
@@ -582,6 +633,20 @@ func (d *Driver) act(a tenure.Action) {
 	}
 }
 
+// confirm renews the lease at epoch begun at t0: for the default group,
+// the Log's confirmation that this leader still leads a majority; for an
+// OffLeader group, an OpRenew committed through the leader, which the
+// state machine refuses once the epoch is superseded, the group released
+// or placed elsewhere (quorum.OpRenew).
+func (d *Driver) confirm(epoch uint64, t0 tenure.Time, done func(error)) {
+	if !d.offLeader() {
+		d.env.Log.Confirm(d.cfg.Group, epoch, t0, done)
+		return
+	}
+	d.env.Log.Propose(quorum.Command{Op: quorum.OpRenew, Group: d.cfg.Group, Node: d.cfg.Machine.Self, Epoch: epoch}, t0,
+		func(_ any, err error) { done(err) })
+}
+
 // release commits that this node stopped the storage it held at epoch; a
 // successor then takes over without fencing. Committed here while this
 // node leads, else forwarded to the leader. If it cannot be committed, the
@@ -595,6 +660,15 @@ func (d *Driver) release(epoch uint64, reason string, done func(error)) {
 			}
 			done(err)
 		})
+	}
+	if d.offLeader() {
+		d.env.Log.Propose(c, 0, func(_ any, err error) {
+			if err != nil {
+				d.lg.Warn("release not recorded; the group's next holder will fence this node", "group", groupName(d.cfg.Group), "epoch", epoch, "err", err)
+			}
+			done(err)
+		})
+		return
 	}
 	if !d.env.Log.IsLeader() {
 		forward()
@@ -633,7 +707,7 @@ func (d *Driver) recordExpiry(a tenure.Expire, done func(error)) {
 		now := d.env.Clock.Wall()
 		rec := fencing.Record{Kind: kind, Target: n, Reason: reason, RequestedBy: d.cfg.Machine.Self + " (takeover)", Executor: d.cfg.Machine.Self,
 			Epoch: a.Epoch, Started: now, Finished: now, Outcome: fencing.OutcomeSuccess, Group: d.cfg.Group}
-		d.env.Log.Apply(quorum.Command{Op: quorum.OpRecord, Group: d.cfg.Group, Record: &rec}, func(_ any, err error) {
+		d.apply(quorum.Command{Op: quorum.OpRecord, Group: d.cfg.Group, Record: &rec}, 0, func(_ any, err error) {
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", n, err))
 			} else {
@@ -744,7 +818,7 @@ func (d *Driver) Fence(s *Scope, req FenceRequest, done func(fencing.Record)) {
 		pending := fencing.Record{Kind: kind, Target: req.Target, Action: req.Action, Reason: req.Reason,
 			RequestedBy: req.RequestedBy, Executor: req.Executor, Epoch: req.Epoch, Started: d.env.Clock.Wall(), Outcome: fencing.OutcomePending,
 			TargetBoot: req.TargetBoot, Group: req.Group}
-		log.Apply(quorum.Command{Op: quorum.OpRecord, Group: req.Group, Record: &pending}, func(res any, err error) {
+		d.apply(quorum.Command{Op: quorum.OpRecord, Group: req.Group, Record: &pending}, 0, func(res any, err error) {
 			if err != nil {
 				pending.Outcome, pending.Error, pending.Finished = fencing.OutcomeFailed, "not run: could not record the request: "+err.Error(), d.env.Clock.Wall()
 				done(pending)
@@ -776,12 +850,12 @@ func (d *Driver) Fence(s *Scope, req FenceRequest, done func(fencing.Record)) {
 // acts on it; retried while this node still leads.
 func (d *Driver) commitResult(rec fencing.Record, try int, done func(fencing.Record)) {
 	r := rec
-	d.env.Log.Apply(quorum.Command{Op: quorum.OpRecord, Group: rec.Group, Record: &r}, func(_ any, err error) {
+	d.apply(quorum.Command{Op: quorum.OpRecord, Group: rec.Group, Record: &r}, 0, func(_ any, err error) {
 		if err == nil {
 			done(rec)
 			return
 		}
-		if d.env.Log.IsLeader() && try < 5 {
+		if d.leads() && try < 5 {
 			d.env.Clock.After(100*time.Millisecond, func() { d.commitResult(rec, try+1, done) })
 			return
 		}

@@ -162,6 +162,10 @@ func (l wlog) Confirm(_ string, _ uint64, _ tenure.Time, done func(error)) {
 	l.w.after(time.Millisecond, func() { done(nil) })
 }
 func (l wlog) Transfer(string, func(error)) {}
+func (l wlog) Propose(c quorum.Command, _ tenure.Time, done func(any, error)) {
+	l.Apply(c, done)
+}
+func (l wlog) Move(string, string, func(error)) {}
 
 type wpeers struct{ w *world }
 

@@ -186,6 +186,14 @@ type Config struct {
 	// WatchdogLevel lists the nodes whose topology ends with the
 	// watchdog level.
 	WatchdogLevel map[string]bool
+	// OffLeader: the group's holder need not be the raft leader (a
+	// resource group other than the default one, docs/groups.md). Input's
+	// Leader is then "the group is placed on this node", and the former
+	// holder's lease is waited out from the grant (or ended by a fence or
+	// a release): the lease-bound question asks about contacts with a
+	// raft leader, which says nothing of a holder that renews through the
+	// log from anywhere.
+	OffLeader bool
 }
 
 // How a node that may run the storage was confirmed stopped without a
@@ -202,7 +210,9 @@ var ErrNoSuccessor = errors.New("no other node may hold primacy now")
 // Input is one step's worth of the world: the time, whether this node is
 // raft leader, the replicated state as applied here, and at most one event.
 type Input struct {
-	Now       Time
+	Now Time
+	// Leader: this node leads raft (Config.OffLeader: the group is placed
+	// on this node).
 	Leader    bool
 	Committed Committed
 	// Ineligible, when set, says why this node may not take primacy now
@@ -668,7 +678,7 @@ func (m *Machine) handle(in Input, e Event) []Action {
 		m.releases, m.releaseAt = 0, 0
 		m.demotion = Demotion{}
 		m.storage = StorageStopped
-		if f := g.LeaseOf; f != "" && f != m.cfg.Self {
+		if f := g.LeaseOf; f != "" && f != m.cfg.Self && !m.cfg.OffLeader {
 			return []Action{AskBound{Epoch: m.epoch, Former: f}}
 		}
 	case ConfirmDone:

@@ -41,6 +41,10 @@ type checker struct {
 
 	gs []*gcheck // per group
 
+	// offLeader counts grants to a node that did not lead raft in the
+	// grant's term (a group held off the leader).
+	offLeader int
+
 	healed bool
 	live   time.Duration
 	// acted: which groups had a primary act since the heal (liveness:
@@ -61,6 +65,10 @@ type gcheck struct {
 
 	lastStartEpoch uint64
 	lastStartNode  int
+	// placedAfterHeal counts the group's placements committed after the
+	// heal: more than a few is a placement loop (liveness).
+	placedAfterHeal int
+	placement       string
 }
 
 func (c *checker) init(w *World) {
@@ -192,8 +200,27 @@ func (c *checker) process(i uint64, e entry) {
 		}
 		g.epoch, g.holder = gr.Epoch, cmd.Node
 		g.grants[gr.Epoch] = cmd.Node
+		if l, ok := c.leaders[e.term]; ok && nodeName(l) != cmd.Node {
+			c.offLeader++
+		}
 		if id := c.w.node(cmd.Node).id; m.origin == id {
 			g.renew[id][gr.Epoch] = m.t0
+		}
+	case quorum.OpRenew:
+		// A renewal through the log: it renews from its start only if
+		// the state machine took it (the epoch current, not released,
+		// placed there).
+		if !refused {
+			if id := c.w.node(cmd.Node).id; m.origin == id && g.renew[id][cmd.Epoch] < m.t0 {
+				g.renew[id][cmd.Epoch] = m.t0
+			}
+		}
+	case quorum.OpPlace:
+		if !refused && cmd.Node != g.placement {
+			g.placement = cmd.Node
+			if c.healed {
+				g.placedAfterHeal++
+			}
 		}
 	case quorum.OpState:
 		if cmd.State == quorum.HolderMounting && !refused {

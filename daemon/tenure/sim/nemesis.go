@@ -170,6 +170,15 @@ func (w *World) inject(i int, f Fault) {
 				p.loopKick()
 			}
 		})
+	case Move:
+		// `fencectl move GROUP NODE`: the leader commits the placement;
+		// its own placement moves the group again if the node may not
+		// take it.
+		q := w.leaderProc()
+		if q == nil || f.Arg < 1 || f.Arg >= w.groups() {
+			return
+		}
+		q.applyCmd(quorum.Command{Op: quorum.OpPlace, Group: groupName(f.Arg), Node: n.name}, func(any, error) {})
 	case AdminFence:
 		q := w.leaderProc()
 		if q == nil || q.n == n {
@@ -181,7 +190,11 @@ func (w *World) inject(i int, f Fault) {
 }
 
 // standby is `fencectl standby NODE on|off` on the leader; the admin
-// retries until it is committed (the heal depends on the off).
+// retries until it is committed (the heal depends on the off). An off
+// keeps being checked: an earlier on that a leader appended but did not
+// commit before it lost leadership can still commit after it (a later
+// leader commits it), and the admin, seeing the node in standby again,
+// turns it off again.
 func (w *World) standby(n *Node, on bool) {
 	if w.chk.healed && on {
 		return
@@ -191,7 +204,13 @@ func (w *World) standby(n *Node, on bool) {
 	tok := n.standbyTok
 	var try func()
 	try = func() {
-		if n.standbyTok != tok || w.chk.tfsm.Holders().Standby[n.name] == on {
+		if n.standbyTok != tok {
+			return
+		}
+		if w.chk.tfsm.Holders().Standby[n.name] == on {
+			if !on {
+				w.after(100*time.Millisecond, try)
+			}
 			return
 		}
 		if q := w.leaderProc(); q != nil {
@@ -240,11 +259,13 @@ func (n *Node) stOp(op int) *opMode {
 // recoverByHand is an admin powering a node off, confirming it down (on
 // the leader, retried until committed), and powering it on again.
 func (w *World) recoverByHand(n *Node) {
+	n.byHand = true
 	n.powerOff("powered off by the admin")
 	n.restart++
 	var try func(i int)
 	try = func(i int) {
-		if _, listed := w.chk.tfsm.Holders().Unconfirmed[n.name]; !listed || i > 100 {
+		if !w.listed(n, false) || i > 100 {
+			n.byHand = false
 			n.powerOn()
 			return
 		}
@@ -252,6 +273,34 @@ func (w *World) recoverByHand(n *Node) {
 		w.after(100*time.Millisecond, func() { try(i + 1) })
 	}
 	try(0)
+}
+
+// listed reports whether any group lists n as unconfirmed (unclean: as
+// unclean).
+func (w *World) listed(n *Node, unclean bool) bool {
+	for g := range w.groups() {
+		v := w.chk.tfsm.HoldersOf(groupName(g))
+		if _, ok := v.Unconfirmed[n.name]; ok && !unclean {
+			return true
+		}
+		if _, ok := v.Unclean[n.name]; ok && unclean {
+			return true
+		}
+	}
+	return false
+}
+
+// adminWatch is the admin after the heal: a node marked unclean later
+// (its stop failed after the heal, say) that no level of its own can
+// power off is powered off by hand and confirmed, as at the heal.
+func (w *World) adminWatch() {
+	for _, n := range w.nodes {
+		if !n.byHand && has(w.sc.SCSIOnly, n.id) && w.listed(n, true) {
+			w.tracef("%s marked unclean after the heal, and no level powers it off: the admin steps in", n.name)
+			w.recoverByHand(n)
+		}
+	}
+	w.after(500*time.Millisecond, w.adminWatch)
 }
 
 // confirm is `fencectl confirm NODE --yes` on the leader.
@@ -332,11 +381,7 @@ func (w *World) heal() {
 			delete(p.inel, "config")
 			p.loopKick()
 		}
-		unclean := false
-		for g := range w.groups() {
-			_, listed := w.chk.tfsm.HoldersOf(groupName(g)).Unclean[n.name]
-			unclean = unclean || listed
-		}
+		unclean := w.listed(n, true)
 		switch {
 		case unclean:
 			// A node that could not stop the group nor reset itself,
@@ -354,6 +399,7 @@ func (w *World) heal() {
 		}
 	}
 	w.chk.afterStep(nil)
+	w.after(500*time.Millisecond, w.adminWatch)
 }
 
 // livenessBound is how long after the heal a primary must act. Its terms,
@@ -409,7 +455,7 @@ func (w *World) livenessBound() time.Duration {
 	if len(sc.SCSI) > 0 {
 		modes += backoff + boot
 	}
-	return boot + election + demote + cooldown + formerLease + fence + backoff + modes
+	return boot + election + demote + cooldown + formerLease + fence + backoff + modes + w.placeBound()
 }
 
 func (w *World) fmtLocal(n *Node, t tenure.Time) string {

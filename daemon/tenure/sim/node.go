@@ -88,6 +88,8 @@ type Node struct {
 	stStart, stStop, stMon opMode
 	stTok                  [3]int
 	afterExit              time.Duration // restart delay after a graceful stop (0: at the heal)
+	// byHand: the admin is recovering it by hand (recoverByHand).
+	byHand bool
 	// standbyWant is what the admin last asked for this node's standby.
 	standbyWant bool
 	standbyTok  int
@@ -115,7 +117,6 @@ type gstore struct {
 	// machine bounds a start, see livenessBound).
 	hungStart func()
 }
-
 
 func (n *Node) local() tenure.Time { return n.clk.local(n.w.now) }
 

@@ -78,6 +78,11 @@ type proc struct {
 	loopTok int
 	exiting bool
 	inel    map[string]string // why this node may not take primacy, by source
+	placing bool              // the leader's placement of a group is being committed
+	placeAt int64             // no placement before (its clock): the last one failed
+	// handed: the groups handed on, by (group, node), as this node applied
+	// them: until when (its clock) the leader places it there no more.
+	handed map[[2]int]int64
 }
 
 // gdrv is the daemon's machine for one resource group.
@@ -123,6 +128,7 @@ func (p *proc) start() {
 		cfg := driver.Config{Group: groupName(g), Nodes: nodes, Majority: w.majority, Probe: storage && g == 0, Boot: n.bootID(), Machine: tenure.Config{
 			Self: n.name, Timing: n.timing(), Storage: storage, MonitorInterval: n.profile().monitor,
 			Witness: witness, Fenceable: fenceable, TokenStorage: sc.Tokens, Unchecked: sc.VIP && w.opt.Mutation != MutTokensOnly, WatchdogLevel: wdLevel,
+			OffLeader: g > 0,
 		}}
 		if has(sc.SCSI, n.id) && g == 0 {
 			cfg.Unfence = &driver.UnfencePlan{Devices: []string{"scsi"}}
@@ -184,6 +190,7 @@ func (p *proc) step() {
 		stopped = stopped && d.m.Phase() == tenure.Stopped
 	}
 	w.chk.afterStep(n)
+	p.placeStep()
 	if done {
 		if stopped {
 			p.exit()
@@ -507,8 +514,12 @@ func (s simPeers) Fence(sc *driver.Scope, req driver.FenceRequest, done func(fen
 				}
 			})
 		}
-		switch known := (simLog{q}).Holders(req.Group).Epoch; {
-		case req.Action != fencing.ActionOff, req.Target == q.n.name, req.Executor != q.n.name, q.leaderID != self:
+		// A peer runs fences for its leader, and for the holder of a
+		// group other than the default one at the group's epoch.
+		v := (simLog{q}).Holders(req.Group)
+		asker := q.leaderID == self || req.Group != "" && v.Holder == p.n.name && v.Epoch == req.Epoch
+		switch known := v.Epoch; {
+		case req.Action != fencing.ActionOff, req.Target == q.n.name, req.Executor != q.n.name, !asker:
 			reply(fencing.Record{}, errors.New("fence refused"))
 		case req.Epoch < known:
 			w.tracef("%s refuses %s's fence of %s at epoch %d: it knows epoch %d", q.n.name, p.n.name, req.Target, req.Epoch, known)

@@ -607,6 +607,9 @@ func (p *proc) applyCommitted() {
 			resp = n.fsm.Apply(&raft.Log{Index: i, Term: e.term, Type: raft.LogCommand, Data: e.data})
 			changed = true
 			p.w.chk.fsmApplied(n)
+			if _, refused := resp.(error); !refused && p.w.groups() > 1 {
+				p.appliedPlace(e.data)
+			}
 		}
 		n.applied = i
 		if f, ok := p.futures[i]; ok && p.role == leader {

@@ -68,11 +68,12 @@ const (
 	AdminFence             // an admin fences Node (`fencectl fence`), through the leader
 	Ineligible             // Node may not take primacy for Dur (its configuration differs, say)
 	Stall                  // raft's streams stall on random links for Dur (Mask); datagrams pass
+	Move                   // an admin moves group Arg (≥ 1) to Node (`fencectl move`), through the leader
 	numKinds
 )
 
 var kindNames = [...]string{"partition", "loss", "slow", "pause", "crash", "power", "shutdown", "device", "storage",
-	"handover", "confirm", "standby", "admin-fence", "ineligible", "stall"}
+	"handover", "confirm", "standby", "admin-fence", "ineligible", "stall", "move"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -170,6 +171,8 @@ func (f Fault) Describe(nodes int) string {
 		return fmt.Sprintf("%s ineligible for %s", n, f.Dur)
 	case Stall:
 		return fmt.Sprintf("raft's streams stalled on random links (%#x) for %s; datagrams pass", f.Mask, f.Dur)
+	case Move:
+		return fmt.Sprintf("admin moves group %s to %s", groupName(f.Arg), n)
 	case Crash, Power, Shutdown:
 		if f.Dur == 0 {
 			return fmt.Sprintf("%s %s (back at the heal)", f.Kind, n)
@@ -326,9 +329,17 @@ const maxGroups = 8
 // what it was before groups existed.
 func genGroups(sc *Schedule) {
 	r := rand.New(rand.NewPCG(sc.Seed, 0x67726f757073))
-	if r.IntN(3) == 0 {
-		sc.Groups = 2 + r.IntN(2)
+	if r.IntN(3) != 0 {
+		return
 	}
+	sc.Groups = 2 + r.IntN(2)
+	// An admin's moves of a group held by a live node: the takeover
+	// whose former holder is alive and renewing.
+	lease := profiles[sc.Profile].timing.Lease
+	for range r.IntN(4) {
+		sc.Faults = append(sc.Faults, Fault{At: uniform(r, lease/4, sc.Heal), Kind: Move, Node: r.IntN(sc.Nodes), Arg: 1 + r.IntN(sc.Groups-1)})
+	}
+	slices.SortStableFunc(sc.Faults, func(a, b Fault) int { return int(a.At - b.At) })
 }
 
 // genStalls adds, in a third of the schedules, stalls of raft's streams on

@@ -34,6 +34,11 @@ type outcome struct {
 // explore runs count schedules from seed base on every CPU and returns
 // them in seed order (stop: give up after the first failure).
 func explore(base uint64, count int, opt Options, stop bool) []outcome {
+	return exploreWith(Generate, base, count, opt, stop)
+}
+
+// exploreWith is explore over the schedules gen derives.
+func exploreWith(gen func(uint64) Schedule, base uint64, count int, opt Options, stop bool) []outcome {
 	out := make([]outcome, count)
 	var next, failed atomic.Int64
 	var wg sync.WaitGroup
@@ -46,7 +51,7 @@ func explore(base uint64, count int, opt Options, stop bool) []outcome {
 				if i >= count || stop && failed.Load() > 0 {
 					return
 				}
-				sc := Generate(base + uint64(i))
+				sc := gen(base + uint64(i))
 				out[i] = outcome{seed: base + uint64(i), sc: sc, res: Run(sc, opt)}
 				if out[i].res.Failure != nil {
 					failed.Add(1)
@@ -123,7 +128,7 @@ func TestSimulation(t *testing.T) {
 	var virtual time.Duration
 	byNodes := map[int]int{}
 	var byGroups [maxGroups + 1]int
-	var otherGrants, moved, joins int
+	var otherGrants, moved, joins, offLeader int
 	var failures []outcome
 	for _, o := range out {
 		byGroups[max(o.sc.Groups, 1)]++
@@ -136,6 +141,7 @@ func TestSimulation(t *testing.T) {
 			}
 		}
 		joins += o.res.FenceJoins
+		offLeader += o.res.OffLeader
 		steps += o.res.Steps
 		events += o.res.Events
 		faults += len(o.sc.Faults)
@@ -158,8 +164,9 @@ func TestSimulation(t *testing.T) {
 	t.Logf("%d schedules from seed %d in %s on %d CPUs: %.0f schedules/s; %d faults, %d machine steps, %d events, %s of virtual time",
 		count, base, took.Round(time.Millisecond), runtime.GOMAXPROCS(0), float64(count)/took.Seconds(), faults, steps, events, virtual.Round(time.Second))
 	t.Logf("nodes: 3: %d, 5: %d, 7: %d schedules", byNodes[3], byNodes[5], byNodes[7])
-	t.Logf("groups: 1: %d, 2: %d, 3: %d schedules; %d epochs granted to groups other than the default, %d of them moved at least once; "+
-		"%d takeovers waited for another group's fence of the same node", byGroups[1], byGroups[2], byGroups[3], otherGrants, moved, joins)
+	t.Logf("groups: 1: %d, 2: %d, 3: %d schedules; %d epochs granted to groups other than the default (%d to a node that did not lead raft); "+
+		"%d of those groups moved at least once; %d takeovers waited for another group's fence of the same node",
+		byGroups[1], byGroups[2], byGroups[3], otherGrants, offLeader, moved, joins)
 	t.Logf("a primary acted after the heal within: median %s, p99 %s, max %s",
 		percentile(lives, 0.5).Round(time.Millisecond), percentile(lives, 0.99).Round(time.Millisecond), percentile(lives, 1).Round(time.Millisecond))
 	t.Logf("where none acted at the heal (%d schedules): median %s, p99 %s, max %s", len(takeovers),
@@ -203,9 +210,29 @@ func TestNegativeControls(t *testing.T) {
 			// The group control must break a safety invariant of one
 			// group: a liveness failure alone does not show that the
 			// checker follows each group.
-			safety := opt.Mutation == MutGroupMixup
+			// Their schedules all run three groups.
+			safety := opt.Mutation == MutGroupMixup || opt.Mutation == MutBarrierRenew
+			gen := Generate
+			if safety {
+				gen = func(seed uint64) Schedule {
+					sc := Generate(seed)
+					if sc.Groups < 2 {
+						// (A schedule of its own with three groups: its
+						// moves and its stalls, where a holder that cannot
+						// apply the log still writes through the leader.)
+						sc = Generate(seed ^ 1<<62)
+						sc.Groups = 3
+						r := rand.New(rand.NewPCG(seed, 3))
+						lease := profiles[sc.Profile].timing.Lease
+						sc.Faults = append(sc.Faults, Fault{At: uniform(r, lease/4, sc.Heal), Kind: Move, Node: r.IntN(sc.Nodes), Arg: 1 + r.IntN(2)},
+							Fault{At: uniform(r, lease/4, sc.Heal), Kind: Stall, Node: r.IntN(sc.Nodes), Dur: uniform(r, lease/3, 3*lease), Mask: r.Uint64()})
+						slices.SortStableFunc(sc.Faults, func(a, b Fault) int { return int(a.At - b.At) })
+					}
+					return sc
+				}
+			}
 			for chunk := 0; chunk < budget && found < 0; chunk += 100 {
-				for i, o := range explore(1+uint64(chunk), 100, opt, !safety) {
+				for i, o := range exploreWith(gen, 1+uint64(chunk), 100, opt, !safety) {
 					if f := o.res.Failure; f != nil && (!safety || f.Invariant != InvLiveness) {
 						found, first = chunk+i, o
 						break

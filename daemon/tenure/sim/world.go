@@ -46,10 +46,14 @@ const (
 	// list of who may still run it (unconfirmed nodes, formers, the
 	// lease it waits for) instead of its own.
 	MutGroupMixup
+	// MutBarrierRenew renews a group held off the leader with a raft
+	// barrier through the leader instead of OpRenew: it commits even
+	// after a successor's grant.
+	MutBarrierRenew
 )
 
 var mutationNames = [...]string{"none", "no-read-back", "skip-wait", "min-bound", "stale-confirm", "no-timings", "blind-unfence",
-	"tokens-only", "trust-watchdog", "group-mixup"}
+	"tokens-only", "trust-watchdog", "group-mixup", "barrier-renew"}
 
 func (m Mutation) String() string {
 	if int(m) < len(mutationNames) {
@@ -60,7 +64,7 @@ func (m Mutation) String() string {
 
 // Mutations lists the negative controls.
 var Mutations = []Mutation{MutNoReadBack, MutSkipWait, MutMinBound, MutStaleConfirm, MutNoTimings, MutBlindUnfence, MutTokensOnly,
-	MutTrustWatchdog, MutGroupMixup}
+	MutTrustWatchdog, MutGroupMixup, MutBarrierRenew}
 
 // Options are what a run does besides its schedule.
 type Options struct {
@@ -229,7 +233,9 @@ type Result struct {
 	// FenceJoins counts takeovers that waited for another group's fence
 	// of the same node instead of running their own (driver.Fences).
 	FenceJoins int
-	Trace      []string
+	// OffLeader counts grants to a node that did not lead raft then.
+	OffLeader int
+	Trace     []string
 }
 
 // Run executes one schedule.
@@ -248,12 +254,19 @@ func Run(sc Schedule, opt Options) Result {
 	if w.chk.fail == nil && w.chk.live < 0 {
 		w.chk.failf(InvLiveness, "no primary acted within %s of the heal (the liveness bound)", w.livenessBound())
 	}
+	for g, gc := range w.chk.gs {
+		// After the heal a group moves only because its node must give it
+		// up (down at the heal, fenced, ineligible): at most a few times.
+		if w.chk.fail == nil && gc.placedAfterHeal > 2*w.sc.Nodes {
+			w.chk.failf(InvLiveness, "group %s placed %d times after the heal: a placement loop", groupName(g), gc.placedAfterHeal)
+		}
+	}
 	for _, n := range w.nodes {
 		if n.proc != nil {
 			w.fenceJoins += n.proc.fences.Joins()
 		}
 	}
-	r := Result{Failure: w.chk.fail, Live: w.chk.live, Steps: w.steps, Events: w.events, Moves: w.moves, Trace: w.trace, FenceJoins: w.fenceJoins}
+	r := Result{Failure: w.chk.fail, Live: w.chk.live, Steps: w.steps, Events: w.events, Moves: w.moves, Trace: w.trace, FenceJoins: w.fenceJoins, OffLeader: w.chk.offLeader}
 	for _, g := range w.chk.gs {
 		r.Grants = append(r.Grants, len(g.grants))
 	}

@@ -1,0 +1,195 @@
+package sim
+
+import (
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/fenced/fenced/daemon/tenure"
+	"github.com/fenced/fenced/quorum"
+)
+
+// Groups other than the default one (docs/groups.md). The default group is
+// held by the raft leader, as in a one-group cluster; every other group is
+// held wherever the leader placed it (tenure.Config.OffLeader), renews its
+// lease with OpRenew through the leader, and writes everything through the
+// leader (driver.Log.Propose). The leader places with quorum.Place, the
+// daemon's rule, from what it knows of each node: its raft contact, its
+// advertised eligibility, standby, and which groups list it as unconfirmed.
+// Group g (g ≥ 1) prefers node g (mod the node count), so that the groups
+// spread over the cluster.
+
+// groupSpecs are the placed groups' specs (every group but the default).
+func (w *World) groupSpecs() []quorum.GroupSpec {
+	var out []quorum.GroupSpec
+	for g := 1; g < w.groups(); g++ {
+		out = append(out, quorum.GroupSpec{Name: groupName(g), Prefer: []string{nodeName(g % w.sc.Nodes)}})
+	}
+	return out
+}
+
+// placeStep is the leader's placement: where a group must move (its node
+// silent, standby, ineligible, or listed for another group), it commits
+// the new place, one group at a time.
+func (p *proc) placeStep() {
+	w := p.w
+	if p.role != leader || w.groups() == 1 || p.placing || p.n.fsm.ClusterVersion() < quorum.GroupsVersion || int64(p.n.local()) < p.placeAt {
+		return
+	}
+	st := p.n.fsm.State()
+	now := int64(p.n.local())
+	var nodes []quorum.PlaceNode
+	for _, o := range w.nodes {
+		pn := quorum.PlaceNode{Name: o.name}
+		reached := o == p.n || now-p.peerContact[o.id] < int64(w.ht)
+		pn.Eligible = reached && !w.sc.witness(o.id) && !st.Standby[o.name] && o.proc != nil && o.proc.ineligible() == ""
+		for g := 1; g < w.groups(); g++ {
+			if until, ok := p.handed[[2]int{g, o.id}]; ok && now < until {
+				pn.Refuses = append(pn.Refuses, groupName(g))
+			}
+		}
+		for _, name := range st.GroupNames() {
+			// Listed while another node holds the group: it may be
+			// fenced for it at any moment. (Its own mount intent lists
+			// the holder too.)
+			g := st.Group(name)
+			if _, listed := g.Unconfirmed[o.name]; listed && g.Holder != o.name {
+				pn.Unconfirmed = append(pn.Unconfirmed, name)
+			}
+		}
+		nodes = append(nodes, pn)
+	}
+	current := map[string]string{}
+	for g := 1; g < w.groups(); g++ {
+		current[groupName(g)] = st.Group(groupName(g)).Placement
+	}
+	want := quorum.Place(w.groupSpecs(), nodes, current)
+	for g := 1; g < w.groups(); g++ {
+		name := groupName(g)
+		to := want[name]
+		if to == "" || to == current[name] {
+			continue
+		}
+		p.placing = true
+		w.tracef("%s places %s on %s (was %q)", p.n.name, name, to, current[name])
+		p.applyCmd(quorum.Command{Op: quorum.OpPlace, Group: name, Node: to}, func(_ any, err error) {
+			p.placing = false
+			if err != nil {
+				// (Not leading, a transfer under way: again in a while.)
+				p.placeAt = int64(p.n.local()) + int64(p.n.timing().Heartbeat)
+			}
+			p.loopKick()
+		})
+		return
+	}
+}
+
+// Propose is the driver's write for an OffLeader group: applied here when
+// this node leads, else forwarded to the leader; the checker's bookkeeping
+// (who proposed it, the renewal's start) goes with it.
+func (l simLog) Propose(c quorum.Command, t0 tenure.Time, done func(any, error)) {
+	p := l.p
+	m := meta{origin: p.n.id, group: p.w.groupIndex(c.Group), epoch: c.Epoch}
+	if t0 != 0 {
+		m.t0 = p.n.clk.trueOf(t0)
+	}
+	if c.Op == quorum.OpRenew && p.w.opt.Mutation == MutBarrierRenew {
+		// Broken on purpose: a barrier commits whatever the epoch.
+		p.forwardKind(entBarrier, c, m, done)
+		return
+	}
+	p.forwardMeta(c, m, done)
+}
+
+// Move hands an OffLeader group on: to `to`, or ("") wherever the
+// leader's placement puts it; the leader then keeps it off this node for a
+// lease (PlaceNode.Refuses). Refused if the group is no longer placed here.
+func (l simLog) Move(group, to string, done func(error)) {
+	p := l.p
+	p.w.tracef("%s hands %s on (to %q)", p.n.name, group, to)
+	c := quorum.Command{Op: quorum.OpPlace, Group: group, Node: to, From: p.n.name}
+	p.forwardMeta(c, meta{origin: p.n.id}, func(_ any, err error) { done(err) })
+}
+
+// appliedPlace notes a handover this node applied (every node does: a
+// new leader keeps to it).
+func (q *proc) appliedPlace(data []byte) {
+	var c quorum.Command
+	if json.Unmarshal(data, &c) == nil && c.Op == quorum.OpPlace && c.From != "" {
+		q.handedOn(c)
+	}
+}
+
+// handedOn is a node's memory of a committed handover, on its own clock
+// from when it applied it: the node that handed group g on is placed
+// there again only after a lease.
+func (q *proc) handedOn(c quorum.Command) {
+	if q.handed == nil {
+		q.handed = map[[2]int]int64{}
+	}
+	q.handed[[2]int{q.w.groupIndex(c.Group), q.w.node(c.From).id}] = int64(q.n.local()) + int64(q.n.timing().Lease)
+	q.loopKick()
+}
+
+// forwardMeta is forwardCommand with the leader's answer: applied here
+// when this node leads, else sent to the leader, which applies it and
+// sends the answer back; the wait ends after a lease.
+func (p *proc) forwardMeta(c quorum.Command, m meta, cb func(any, error)) {
+	p.forwardKind(entCommand, c, m, cb)
+}
+
+// forwardKind is forwardMeta of an entry of kind (a command, or a barrier
+// for the negative control).
+func (p *proc) forwardKind(kind entryKind, c quorum.Command, m meta, cb func(any, error)) {
+	apply := func(q *proc, reply func(any, error)) {
+		if kind == entBarrier {
+			q.apply(entBarrier, nil, m, reply)
+			return
+		}
+		q.applyMeta(c, m, reply)
+	}
+	if p.role == leader {
+		apply(p, cb)
+		return
+	}
+	l := p.leaderID
+	if l < 0 {
+		p.timer(0, func() { cb(nil, errNoLeader) })
+		return
+	}
+	answered := false
+	once := func(res any, err error) {
+		if !answered {
+			answered = true
+			cb(res, err)
+		}
+	}
+	p.timer(p.n.timing().Lease, func() { once(nil, errNoAnswer) })
+	self := p.n.id
+	p.w.net.send(self, l, 0, func(q *proc) {
+		reply := func(res any, err error) {
+			q.w.net.send(q.n.id, self, 0, func(r *proc) {
+				if r == p {
+					once(res, err)
+				}
+			})
+		}
+		if q.role != leader {
+			reply(nil, errNoLeader)
+			return
+		}
+		apply(q, reply)
+	})
+}
+
+var errNoAnswer = errors.New("forwarded command: no answer within a lease")
+
+// placeBound is what placement adds to the liveness bound: the leader
+// notices a silent node within a heartbeat timeout, and a group handed on
+// by a machine that may not hold it is placed again within one.
+func (w *World) placeBound() time.Duration {
+	if w.groups() == 1 {
+		return 0
+	}
+	return 3 * w.ht
+}
