@@ -60,6 +60,9 @@ type world struct {
 	// confirms it); handed are the requests handed on.
 	peerFence func(FenceRequest) (fencing.Record, error)
 	handed    []FenceRequest
+	// moves are the groups handed on (Log.Move: "group→to"); each is
+	// placed on c.
+	moves []string
 }
 
 type wtimer struct {
@@ -165,7 +168,14 @@ func (l wlog) Transfer(string, func(error)) {}
 func (l wlog) Propose(c quorum.Command, _ tenure.Time, done func(any, error)) {
 	l.Apply(c, done)
 }
-func (l wlog) Move(string, string, func(error)) {}
+func (l wlog) Move(group, to string, done func(error)) {
+	l.w.moves = append(l.w.moves, group+"→"+to)
+	l.w.after(time.Millisecond, func() {
+		// The leader places the group elsewhere.
+		_, err := l.w.commit(quorum.Command{Op: quorum.OpPlace, Group: group, Node: "c", From: l.w.drv.cfg.Machine.Self})
+		done(err)
+	})
+}
 
 type wpeers struct{ w *world }
 

@@ -972,3 +972,21 @@ func TestUncleanNodeNotConfirmedByItsWatchdog(t *testing.T) {
 		t.Fatalf("phase %s", r.m.Phase())
 	}
 }
+
+// TestOffLeaderWaitsFromTheGrant: a group held off the raft leader asks no
+// lease bound (it asks about contacts with a raft leader, which bound
+// nothing of such a holder): the successor waits lease + margin from its
+// grant.
+func TestOffLeaderWaitsFromTheGrant(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.Fenceable = map[string]bool{}; c.OffLeader = true })
+	r.want(r.grant(2, Grant{Previous: "b", LeaseOf: "b"}), Waiting)
+	granted := r.now
+	for r.now < granted.Add(testTiming.Lease+testTiming.Margin) {
+		acts := r.step(nil)
+		if r.m.Phase() != Waiting {
+			t.Fatalf("left the gate %s before lease + margin: %s", granted.Add(testTiming.Lease+testTiming.Margin).Sub(r.now), names(acts))
+		}
+		r.now = r.m.Wake(r.now)
+	}
+	r.want(r.step(nil), Serving, Record{})
+}
