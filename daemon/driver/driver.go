@@ -29,6 +29,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/fenced/fenced/daemon/tenure"
@@ -223,6 +224,15 @@ type Config struct {
 	Majority int
 	// Probe: a resource group runs here, to probe at start.
 	Probe bool
+	// OtherGroups are the cluster's other groups: an OffLeader group's
+	// machine takes its group on no node that another group lists as
+	// maybe running it, or as a former holder, while another node holds
+	// that group (it may be fenced for it at any moment).
+	OtherGroups []string
+	// ProbeGroups are the other groups whose resources the probe covers
+	// (the node's start-up work is one driver's): a probe that cannot
+	// stop what it found marks the node unclean in each of them too.
+	ProbeGroups []string
 	// Unfence is what this node unfences at start (nil: nothing).
 	Unfence *UnfencePlan
 	// Boot is this machine's boot ID (/proc/sys/kernel/random/boot_id).
@@ -395,6 +405,24 @@ func (d *Driver) apply(c quorum.Command, t0 tenure.Time, done func(res any, err 
 // default group).
 func (d *Driver) Group() string { return d.cfg.Group }
 
+// listedElsewhere says why this node may take no group now because
+// another group lists it as maybe running it, or as a former holder whose
+// lease may run, under another holder ("" if none does): that holder may
+// fence it at any moment, and what started here would stop with the
+// power.
+func (d *Driver) listedElsewhere() string {
+	self := d.cfg.Machine.Self
+	for _, g := range d.cfg.OtherGroups {
+		v := d.env.Log.Holders(g)
+		_, listed := v.Unconfirmed[self]
+		_, former := v.Formers[self]
+		if (listed || former) && v.Holder != self {
+			return fmt.Sprintf("listed as maybe running group %s, which %s holds: it may be fenced for it", groupName(g), dash(v.Holder))
+		}
+	}
+	return ""
+}
+
 // timing is what this node advertises of its own lease timing.
 func (d *Driver) timing() *quorum.HolderTiming {
 	t := d.cfg.Machine.Timing
@@ -413,8 +441,15 @@ func (d *Driver) Step() {
 		d.events = d.events[1:]
 	}
 	before := d.m.Phase()
+	inel := d.env.Ineligible()
+	if why := d.listedElsewhere(); why != "" && d.offLeader() {
+		// (Only a group held off the leader: the default group's
+		// ineligible leader would hand raft leadership on, and the next
+		// may be listed too.)
+		inel = strings.TrimPrefix(inel+"; "+why, "; ")
+	}
 	acts := d.m.Step(tenure.Input{Now: d.env.Clock.Now(), Leader: d.leads(), Committed: committedOf(d.holders()),
-		Ineligible: d.env.Ineligible(), NotYet: d.env.NotYet(), Event: ev})
+		Ineligible: inel, NotYet: d.env.NotYet(), Event: ev})
 	if after := d.m.Phase(); before == tenure.Releasing && (after == tenure.Secondary || after == tenure.Stopped) {
 		d.env.Effects.DisarmWatchdog()
 	}

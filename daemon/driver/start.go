@@ -111,7 +111,15 @@ func (d *Driver) probe(backoff time.Duration, marked bool) {
 		d.lg.Error("resources left running here could not be stopped: not eligible for primacy; asking the leader to fence this node",
 			"err", err, "retry_in", backoff)
 		if _, listed := d.holders().Unclean[d.cfg.Machine.Self]; !marked || !listed {
-			d.markUnclean("the probe at start found resources of the group running here that it could not stop: "+err.Error(), nil)
+			why := "the probe at start found resources of the group running here that it could not stop: " + err.Error()
+			d.markUnclean(why, nil)
+			// The probe covers every group of the node: what it could not
+			// stop may be any group's.
+			for _, g := range d.cfg.ProbeGroups {
+				if g != d.cfg.Group {
+					d.markUncleanIn(g, why, nil)
+				}
+			}
 		}
 		d.env.Clock.After(backoff, func() { d.probe(min(backoff*2, startMaxBackoff), true) })
 	})
@@ -122,10 +130,13 @@ func (d *Driver) probe(backoff time.Duration, marked bool) {
 // as maybe running the group, and only a fence that removes its power, its
 // own release or an admin's confirmation clears that. then, if set, runs
 // once it is recorded or given up.
-func (d *Driver) markUnclean(reason string, then func()) {
+func (d *Driver) markUnclean(reason string, then func()) { d.markUncleanIn(d.cfg.Group, reason, then) }
+
+// markUncleanIn is markUnclean in group g.
+func (d *Driver) markUncleanIn(g, reason string, then func()) {
 	self := d.cfg.Machine.Self
-	d.lg.Error("this node may still run the group: asking the leader to fence it (power levels only)", "reason", reason)
-	d.forward(quorum.Command{Op: quorum.OpUnclean, Node: self, Group: d.cfg.Group, Epoch: d.holders().Epoch, Reason: reason}, 0, func(err error) {
+	d.lg.Error("this node may still run the group: asking the leader to fence it (power levels only)", "group", groupName(g), "reason", reason)
+	d.forward(quorum.Command{Op: quorum.OpUnclean, Node: self, Group: g, Epoch: d.env.Log.Holders(g).Epoch, Reason: reason}, 0, func(err error) {
 		if err != nil {
 			d.lg.Error("could not tell the cluster that this node may still run the group", "err", err)
 		}

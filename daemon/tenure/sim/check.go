@@ -347,7 +347,7 @@ func (c *checker) overlap(n *Node, g int, what string, diskOnly bool) {
 		switch {
 		case sc.VIP && !diskOnly:
 			c.failf(InvTwoResource, "%s %s while the group's address runs on %s (epoch %d)%s", n.name, what, o.name, st.runEpoch, c.gname(g))
-		case !sc.Tokens && !n.cut && !o.cut:
+		case !sc.Tokens && !n.st[g].cut && !st.cut:
 			c.failf(InvTwoStorage, "%s %s while it runs on %s (epoch %d)%s", n.name, what, o.name, st.runEpoch, c.gname(g))
 		}
 	}
@@ -384,7 +384,7 @@ func (c *checker) afterStepOf(gi int) {
 		if !m.Acting(n.local()) {
 			continue
 		}
-		if n.cut && !w.sc.VIP {
+		if n.st[gi].cut && !w.sc.VIP {
 			// Fenced from the storage: whatever it believes of its
 			// lease, it can no longer touch a group that lives on the
 			// storage alone (its writes are refused).

@@ -38,7 +38,7 @@ func (e simEffects) Fence(s *driver.Scope, req driver.FenceRequest, done func(fe
 		})
 		return
 	}
-	p.engine(s, tn, req.PowerOnly, func(outcome, msg string, level int) {
+	p.engine(s, tn, w.groupIndex(req.Group), req.PowerOnly, func(outcome, msg string, level int) {
 		rec := fencing.Record{ID: req.ID, Kind: fencing.KindFence, Target: req.Target, Action: req.Action, Reason: req.Reason,
 			RequestedBy: req.RequestedBy, Executor: req.Executor, Epoch: req.Epoch, Started: started, Finished: w.wall(),
 			Outcome: outcome, Error: msg, TargetBoot: req.TargetBoot}
@@ -61,7 +61,7 @@ func (e simEffects) FencePath(string) string {
 func (e simEffects) Start(s *driver.Scope, epoch uint64, previous string, done func(error)) {
 	e.p.storageStart(s, e.d.g, epoch, done)
 }
-func (e simEffects) Monitor(s *driver.Scope, done func(error)) { e.p.storageMonitor(s, done) }
+func (e simEffects) Monitor(s *driver.Scope, done func(error)) { e.p.storageMonitor(s, e.d.g, done) }
 func (e simEffects) Stop(deadline tenure.Time, done func(error)) {
 	e.p.storageStop(e.d.g, deadline, done)
 }
@@ -123,10 +123,12 @@ func (e simEffects) Unfence(_ *driver.Scope, done func(fencing.Record, bool)) {
 			done(rec, false)
 			return
 		}
-		if n.cut {
+		if n.cutAny() {
 			w.tracef("%s unfenced itself: storage access back", n.name)
 		}
-		n.cut = false
+		for g := range n.st {
+			n.st[g].cut = false
+		}
 		w.chk.storageBack(n)
 		n.exec(inc, func() {
 			rec.Outcome = fencing.OutcomeSuccess
@@ -212,7 +214,7 @@ func (e simEffects) Exit(reason string) {
 // engine tries the target's fence levels in order; the first level whose
 // device is read back off wins (powerOnly: levels that cut only the
 // storage are not tried, as the stonith engine).
-func (p *proc) engine(s *driver.Scope, tn *Node, powerOnly bool, cb func(outcome, msg string, level int)) {
+func (p *proc) engine(s *driver.Scope, tn *Node, g int, powerOnly bool, cb func(outcome, msg string, level int)) {
 	var try func(level int, unknown bool, msgs []string)
 	try = func(level int, unknown bool, msgs []string) {
 		if level == levels || s.Cancelled() {
@@ -231,7 +233,7 @@ func (p *proc) engine(s *driver.Scope, tn *Node, powerOnly bool, cb func(outcome
 			try(level+1, unknown, append(msgs, "not tried: it cuts only the storage"))
 			return
 		}
-		p.deviceTry(s, tn, level, func(result, msg string) {
+		p.deviceTry(s, tn, g, level, func(result, msg string) {
 			if result == fencing.ResultSuccess {
 				cb(fencing.OutcomeSuccess, "", level)
 				return
@@ -244,7 +246,7 @@ func (p *proc) engine(s *driver.Scope, tn *Node, powerOnly bool, cb func(outcome
 
 // deviceTry is one try of one device: the off, then the engine's own
 // status read-back, within FenceTimeout.
-func (p *proc) deviceTry(s *driver.Scope, tn *Node, level int, cb func(result, msg string)) {
+func (p *proc) deviceTry(s *driver.Scope, tn *Node, g int, level int, cb func(result, msg string)) {
 	w, n, inc := p.w, p.n, p.inc
 	mode := tn.dev[level]
 	timeout := n.timing().FenceTimeout
@@ -274,8 +276,8 @@ func (p *proc) deviceTry(s *driver.Scope, tn *Node, level int, cb func(result, m
 			switch {
 			case mode == devLie:
 			case cuts:
-				w.tracef("%s's storage access cut by %s", tn.name, n.name)
-				tn.cut = true
+				w.tracef("%s's storage access cut by %s%s", tn.name, n.name, w.chk.gname(g))
+				tn.st[g].cut = true
 			default:
 				tn.fencedOff(n.name)
 			}
@@ -284,7 +286,7 @@ func (p *proc) deviceTry(s *driver.Scope, tn *Node, level int, cb func(result, m
 				return
 			}
 			w.after(readBack, func() {
-				if cuts && !tn.cut || !cuts && tn.on {
+				if cuts && !tn.st[g].cut || !cuts && tn.on {
 					finish(fencing.ResultFailed, "device acknowledged off but reads back on")
 					return
 				}
@@ -304,7 +306,7 @@ func (p *proc) storageStart(s *driver.Scope, g int, epoch uint64, cb func(error)
 	done := func(err error) { n.exec(inc, func() { cb(err) }) }
 	d := uniform(n.rng, 5*time.Millisecond, 150*time.Millisecond)
 	switch {
-	case n.cut:
+	case st.cut:
 		w.after(d, func() { done(errors.New("mount: reservation conflict (this node is fenced from the storage)")) })
 	case n.stStart == opOK:
 		w.after(d, func() { done(nil) })
@@ -347,7 +349,7 @@ func (p *proc) storageStop(g int, deadline tenure.Time, cb func(error)) {
 	}
 }
 
-func (p *proc) storageMonitor(s *driver.Scope, cb func(error)) {
+func (p *proc) storageMonitor(s *driver.Scope, g int, cb func(error)) {
 	n := p.n
 	post := func(err error) {
 		if !s.Cancelled() {
@@ -355,7 +357,7 @@ func (p *proc) storageMonitor(s *driver.Scope, cb func(error)) {
 		}
 	}
 	switch {
-	case n.cut:
+	case n.st[g].cut:
 		p.timer(uniform(n.rng, time.Millisecond, 20*time.Millisecond), func() { post(errors.New("monitor: I/O error (fenced from the storage)")) })
 	case n.stMon == opOK:
 		p.timer(uniform(n.rng, time.Millisecond, 20*time.Millisecond), func() { post(nil) })

@@ -388,7 +388,7 @@ func (w *World) heal() {
 			// and that no power level can fence: an admin powers it off
 			// by hand and confirms it (fencectl confirm).
 			w.recoverByHand(n)
-		case n.on && n.cut:
+		case n.on && n.cutAny():
 			// An admin reboots a node fenced from the storage: it
 			// unfences itself when it starts again.
 			n.reset("rebooted by the admin (fenced from the storage)")

@@ -71,12 +71,6 @@ type Node struct {
 
 	// st is each group's storage as it physically is here.
 	st []gstore
-	// cut: a storage-level fence removed this machine's access to the
-	// storage (its SCSI registration); what runs here can no longer
-	// write it. Only the node's own unfence, or a reboot, restores it —
-	// the registration is the initiator's, so a power cycle alone does
-	// not: the node unfences itself at start.
-	cut bool
 	// wd is the watchdog device, if the node has one.
 	wd *simWatchdog
 	// advBoot is the boot ID the node's daemon last advertised (gossip
@@ -104,6 +98,17 @@ func newNode(w *World, i int) *Node {
 	return n
 }
 
+// cutAny reports whether a storage-level fence cut this machine from any
+// group's storage.
+func (n *Node) cutAny() bool {
+	for _, g := range n.st {
+		if g.cut {
+			return true
+		}
+	}
+	return false
+}
+
 // gstore is one group's storage as it physically is on a machine: started
 // (mounted, its service running) and not yet stopped. A crash of the
 // daemon leaves it so; only a successful stop or a power-off ends it.
@@ -113,6 +118,12 @@ type gstore struct {
 	// stray: it runs here, left by a daemon that died, and the probe
 	// cannot see it (Modes.Stray).
 	stray bool
+	// cut: a storage-level fence of the group removed this machine's
+	// access to its storage (its SCSI registration); what runs here can
+	// no longer write it. Only the node's own unfence, or a reboot,
+	// restores it — the registration is the initiator's, so a power
+	// cycle alone does not: the node unfences itself at start.
+	cut bool
 	// hungStart ends a start that hangs (the heal does: nothing in the
 	// machine bounds a start, see livenessBound).
 	hungStart func()

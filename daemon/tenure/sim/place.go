@@ -49,11 +49,14 @@ func (p *proc) placeStep() {
 			}
 		}
 		for _, name := range st.GroupNames() {
-			// Listed while another node holds the group: it may be
-			// fenced for it at any moment. (Its own mount intent lists
-			// the holder too.)
+			// Listed, or a former whose lease may run, while another
+			// node holds the group: it may be fenced for it at any
+			// moment (the driver's listedElsewhere). (Its own mount
+			// intent lists the holder too.)
 			g := st.Group(name)
-			if _, listed := g.Unconfirmed[o.name]; listed && g.Holder != o.name {
+			_, listed := g.Unconfirmed[o.name]
+			_, former := g.Formers[o.name]
+			if (listed || former) && g.Holder != o.name {
 				pn.Unconfirmed = append(pn.Unconfirmed, name)
 			}
 		}

@@ -133,6 +133,14 @@ func (p *proc) start() {
 		if has(sc.SCSI, n.id) && g == 0 {
 			cfg.Unfence = &driver.UnfencePlan{Devices: []string{"scsi"}}
 		}
+		for o := range w.groups() {
+			if o != g {
+				cfg.OtherGroups = append(cfg.OtherGroups, groupName(o))
+				if g == 0 {
+					cfg.ProbeGroups = append(cfg.ProbeGroups, groupName(o))
+				}
+			}
+		}
 		d := &gdrv{g: g}
 		d.drv = driver.New(cfg, driver.Env{Log: simLog{p}, Peers: simPeers{p}, Clock: simClock{p}, Effects: simEffects{p, d},
 			Observer: simObserver{p, g}, Kick: p.loopKick, Ineligible: p.ineligible, Fences: &p.fences})

@@ -257,7 +257,7 @@ func Run(sc Schedule, opt Options) Result {
 	for g, gc := range w.chk.gs {
 		// After the heal a group moves only because its node must give it
 		// up (down at the heal, fenced, ineligible): at most a few times.
-		if w.chk.fail == nil && gc.placedAfterHeal > 2*w.sc.Nodes {
+		if w.chk.fail == nil && gc.placedAfterHeal > 3*w.sc.Nodes {
 			w.chk.failf(InvLiveness, "group %s placed %d times after the heal: a placement loop", groupName(g), gc.placedAfterHeal)
 		}
 	}
