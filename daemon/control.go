@@ -303,16 +303,18 @@ func (l raftLog) Apply(c quorum.Command, done func(any, error)) {
 
 func (l raftLog) Acquire(c quorum.Command, _ tenure.Time, done func(any, error)) { l.Apply(c, done) }
 
-// Propose commits c here when this node leads, else on the leader (the
-// leader's answer does not come back over gossip yet: nil). Only a group
-// other than the default one needs it, and this daemon runs the default
-// group alone (docs/groups.md, step 4).
+// Propose commits c here when this node leads, else on the leader, and
+// hands back the state machine's answer. Only a group other than the
+// default one needs it, and this daemon runs the default group alone
+// (docs/groups.md, step 4).
 func (l raftLog) Propose(c quorum.Command, _ tenure.Time, done func(any, error)) {
-	if l.d.raft.IsLeader() {
-		l.Apply(c, done)
-		return
-	}
-	gossipPeers(l).Forward(c, func(err error) { done(nil, err) })
+	d := l.d
+	d.async(func() func() {
+		ctx, cancel := context.WithTimeout(d.life.hardCtx, d.cfg.Timing.Lease.D())
+		defer cancel()
+		res, err := d.proposeCommand(ctx, c)
+		return func() { done(res, err) }
+	})
 }
 
 // Move: this daemon runs the default group alone, which moves with raft

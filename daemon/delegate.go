@@ -10,6 +10,7 @@ import (
 	"github.com/fenced/fenced/daemon/api"
 	"github.com/fenced/fenced/daemon/driver"
 	"github.com/fenced/fenced/daemon/health"
+	"github.com/fenced/fenced/quorum"
 	"github.com/fenced/fenced/stonith"
 	"github.com/fenced/fenced/stonith/fencing"
 )
@@ -118,19 +119,8 @@ func (d *Daemon) answerFenceRun(ctx context.Context, from string, body []byte) (
 		d.log.Warn("fence handed on refused", "from", from, "target", req.Target, "fence_id", req.ID, "epoch", req.Epoch, "err", err)
 		return nil, err
 	}
-	switch known := d.KnownEpoch(); {
-	case req.Action != fencing.ActionOff:
-		return refuse("only a power-off is run for another node")
-	case req.Target == d.self:
-		return refuse("a node never fences itself")
-	case req.Executor != d.self:
-		return refuse("the request names %s to run it", req.Executor)
-	case d.raft.Leader() != from:
-		return refuse("%s does not lead the cluster as this node knows it (leader: %q)", from, d.raft.Leader())
-	case req.Epoch < known:
-		return refuse("its epoch %d is below epoch %d, which this node knows", req.Epoch, known)
-	case req.ID == 0:
-		return refuse("the request was not recorded")
+	if why := fenceRunRefusal(req, from, d.self, d.raft.Leader(), d.raft.FSM().HoldersOf(req.Group)); why != "" {
+		return refuse("%s", why)
 	}
 	sreq := d.engineRequest(req)
 	if len(sreq.Topology) == 0 {
@@ -141,6 +131,36 @@ func (d *Daemon) answerFenceRun(ctx context.Context, from string, body []byte) (
 	fctx, cancel := context.WithTimeout(ctx, d.fenceBound(req.Target))
 	defer cancel()
 	return json.Marshal(d.fence.engine.Fence(fctx, sreq))
+}
+
+// fenceRunRefusal says why node self refuses to run req, a fence handed on
+// by from ("" = it runs it): only a power-off of another node, named to
+// run here, recorded, asked by the raft leader (leader, as this node
+// knows it) — or, for a group other than the default one, by that
+// group's holder at the request's epoch (group: the group's state as
+// applied here) — and at an epoch no older than the group's.
+func fenceRunRefusal(req driver.FenceRequest, from, self, leader string, group quorum.Holders) string {
+	named := req.Group != "" && req.Group != quorum.DefaultGroup
+	holder := named && group.Holder == from && group.Epoch == req.Epoch
+	switch {
+	case req.Action != fencing.ActionOff:
+		return "only a power-off is run for another node"
+	case req.Target == self:
+		return "a node never fences itself"
+	case req.Executor != self:
+		return fmt.Sprintf("the request names %s to run it", req.Executor)
+	case leader != from && !holder:
+		if named {
+			return fmt.Sprintf("%s neither leads the cluster as this node knows it (leader: %q) nor holds group %s at epoch %d (holder: %q at %d)",
+				from, leader, req.Group, req.Epoch, group.Holder, group.Epoch)
+		}
+		return fmt.Sprintf("%s does not lead the cluster as this node knows it (leader: %q)", from, leader)
+	case req.Epoch < group.Epoch:
+		return fmt.Sprintf("its epoch %d is below epoch %d, which this node knows", req.Epoch, group.Epoch)
+	case req.ID == 0:
+		return "the request was not recorded"
+	}
+	return ""
 }
 
 // Fence hands req to req.Executor (gossipPeers is the driver's Peers) and

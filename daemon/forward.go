@@ -22,17 +22,69 @@ var errNoLeader = errors.New("no primary-elect: the cluster has no majority lead
 
 // forwardCommand commits c on the raft leader, wherever it is.
 func (d *Daemon) forwardCommand(ctx context.Context, c quorum.Command) error {
+	_, err := d.proposeCommand(ctx, c)
+	return err
+}
+
+// proposeCommand commits c on the raft leader, wherever it is, and returns
+// the state machine's answer: a quorum.Grant, a record's ID (uint64), or
+// nil (a leader of an earlier version sends no answer back: nil).
+func (d *Daemon) proposeCommand(ctx context.Context, c quorum.Command) (any, error) {
 	if d.raft.IsLeader() {
-		_, err := d.raft.Apply(c, d.commitTimeout())
-		return err
+		return d.raft.Apply(c, d.commitTimeout())
 	}
 	leader := d.raft.Leader()
 	if leader == "" {
-		return errNoLeader
+		return nil, errNoLeader
 	}
 	body, _ := json.Marshal(c)
-	_, err := d.members.Call(ctx, leader, fwdCommand, body)
-	return err
+	reply, err := d.members.Call(ctx, leader, fwdCommand, body)
+	if err != nil {
+		return nil, err
+	}
+	return decodeAnswer(reply)
+}
+
+// forwardAnswer is the leader's reply to a forwarded command: the state
+// machine's answer, so that a node that writes through the leader (the
+// holder of a group other than the default one) reads the grant or the
+// record ID the leader's Apply returned.
+type forwardAnswer struct {
+	Grant *quorum.Grant `json:"grant,omitempty"`
+	ID    uint64        `json:"id,omitempty"`
+}
+
+// encodeAnswer is res as the leader sends it back (nil: no answer).
+func encodeAnswer(res any) []byte {
+	var a forwardAnswer
+	switch r := res.(type) {
+	case quorum.Grant:
+		a.Grant = &r
+	case uint64:
+		a.ID = r
+	default:
+		return nil
+	}
+	b, _ := json.Marshal(a)
+	return b
+}
+
+// decodeAnswer reads the leader's answer (an empty one is nil).
+func decodeAnswer(b []byte) (any, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	var a forwardAnswer
+	if err := json.Unmarshal(b, &a); err != nil {
+		return nil, fmt.Errorf("the leader's answer to a forwarded command: %w", err)
+	}
+	switch {
+	case a.Grant != nil:
+		return *a.Grant, nil
+	case a.ID != 0:
+		return a.ID, nil
+	}
+	return nil, nil
 }
 
 // forwarded answers a request another node forwarded to this one.
@@ -51,8 +103,11 @@ func (d *Daemon) forwarded(ctx context.Context, from, method string, body []byte
 		if !d.raft.IsLeader() {
 			return nil, errNoLeader
 		}
-		_, err := d.raft.Apply(c, d.commitTimeout())
-		return nil, err
+		res, err := d.raft.Apply(c, d.commitTimeout())
+		if err != nil {
+			return nil, err
+		}
+		return encodeAnswer(res), nil
 	}
 	switch method {
 	case fwdContact:
@@ -93,6 +148,20 @@ func (d *Daemon) forwarded(ctx context.Context, from, method string, body []byte
 // confirmation, which only the leader records). The record's text is
 // cleaned and bounded like an admin request's before it is committed.
 func acceptForwarded(c *quorum.Command, from string) bool {
+	named := c.Group != "" && c.Group != quorum.DefaultGroup
+	switch c.Op {
+	case quorum.OpAcquire, quorum.OpState, quorum.OpRenew:
+		// The holder of a group other than the default one, which need
+		// not lead raft, writes its own grant, states and renewals
+		// through the leader (the state machine checks the rest: the
+		// placement, the epoch, the holder).
+		c.Reason = boundText(c.Reason, maxForwardedText)
+		return named && c.Node == from
+	case quorum.OpPlace:
+		// Such a holder hands its group on: only a group placed on it
+		// (From; the state machine refuses it otherwise).
+		return named && c.From == from
+	}
 	switch c.Op {
 	case quorum.OpRelease, quorum.OpUnclean:
 		if c.Op == quorum.OpUnclean {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fenced/fenced/agents"
 	"github.com/fenced/fenced/daemon/config"
+	"github.com/fenced/fenced/daemon/driver"
 	"github.com/fenced/fenced/quorum"
 	"github.com/fenced/fenced/stonith/fencing"
 )
@@ -133,3 +134,86 @@ func (plainAgent) Status(context.Context) (agents.State, error) { return agents.
 type scsiAgent struct{ plainAgent }
 
 func (scsiAgent) UnfenceAtStart() bool { return true }
+
+// TestForwardableGroupCommands: the holder of a group other than the
+// default one writes its own grant, states, renewals and handover through
+// the leader; the default group's, another node's, and another node's
+// handover are refused.
+func TestForwardableGroupCommands(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		c    quorum.Command
+		ok   bool
+	}{
+		{"its acquire", quorum.Command{Op: quorum.OpAcquire, Group: "g2", Node: "node2"}, true},
+		{"its state", quorum.Command{Op: quorum.OpState, Group: "g2", Node: "node2", Epoch: 3, State: quorum.HolderMounting}, true},
+		{"its renewal", quorum.Command{Op: quorum.OpRenew, Group: "g2", Node: "node2", Epoch: 3}, true},
+		{"its handover", quorum.Command{Op: quorum.OpPlace, Group: "g2", Node: "node3", From: "node2"}, true},
+		{"the default group's acquire", quorum.Command{Op: quorum.OpAcquire, Node: "node2"}, false},
+		{"the default group's acquire, by name", quorum.Command{Op: quorum.OpAcquire, Group: quorum.DefaultGroup, Node: "node2"}, false},
+		{"another node's acquire", quorum.Command{Op: quorum.OpAcquire, Group: "g2", Node: "node3"}, false},
+		{"another node's renewal", quorum.Command{Op: quorum.OpRenew, Group: "g2", Node: "node3", Epoch: 3}, false},
+		{"an unconditional placement", quorum.Command{Op: quorum.OpPlace, Group: "g2", Node: "node2"}, false},
+		{"another node's handover", quorum.Command{Op: quorum.OpPlace, Group: "g2", Node: "node2", From: "node3"}, false},
+	} {
+		if got := acceptForwarded(&tc.c, "node2"); got != tc.ok {
+			t.Errorf("%s: acceptForwarded = %v, want %v", tc.name, got, tc.ok)
+		}
+	}
+}
+
+// TestForwardAnswer: the leader's answer to a forwarded command comes back
+// as its Apply returned it; no answer (a leader of an earlier version) is
+// nil, a garbled one an error.
+func TestForwardAnswer(t *testing.T) {
+	g := quorum.Grant{Epoch: 7, Previous: "node1", LeaseOf: "node1", Unconfirmed: map[string]uint64{"node1": 6}}
+	for _, res := range []any{g, uint64(42), nil} {
+		got, err := decodeAnswer(encodeAnswer(res))
+		if err != nil {
+			t.Fatalf("%v: %v", res, err)
+		}
+		if gg, ok := got.(quorum.Grant); ok {
+			if gg.Epoch != 7 || gg.Previous != "node1" || gg.Unconfirmed["node1"] != 6 {
+				t.Fatalf("grant came back as %+v", gg)
+			}
+			continue
+		}
+		if got != res {
+			t.Fatalf("%v came back as %v", res, got)
+		}
+	}
+	if _, err := decodeAnswer([]byte("{")); err == nil || !strings.Contains(err.Error(), "the leader's answer") {
+		t.Fatalf("garbled answer: %v", err)
+	}
+}
+
+// TestFenceRunRefusal: a peer runs a fence handed on by the raft leader,
+// or by the holder of a group other than the default one at its epoch;
+// nothing else.
+func TestFenceRunRefusal(t *testing.T) {
+	req := func(group string, epoch uint64) driver.FenceRequest {
+		return driver.FenceRequest{Target: "node3", Action: fencing.ActionOff, Executor: "node2", Epoch: epoch, ID: 9, Group: group}
+	}
+	g2 := quorum.Holders{Holder: "node4", Epoch: 5}
+	for _, tc := range []struct {
+		name, from string
+		req        driver.FenceRequest
+		group      quorum.Holders
+		want       string // "" = runs it
+	}{
+		{"the leader's", "node1", req("", 3), quorum.Holders{Epoch: 3}, ""},
+		{"an old epoch of the leader's", "node1", req("", 2), quorum.Holders{Epoch: 3}, "below epoch 3"},
+		{"a follower's", "node4", req("", 3), quorum.Holders{Epoch: 3}, "does not lead"},
+		{"a group holder's", "node4", req("g2", 5), g2, ""},
+		{"a group's former holder's", "node4", req("g2", 4), g2, "neither leads the cluster as this node knows it"},
+		{"another node's for the group", "node5", req("g2", 5), g2, "nor holds group g2 at epoch 5"},
+		{"the leader's for the group", "node1", req("g2", 5), g2, ""},
+		{"an unrecorded one", "node1", driver.FenceRequest{Target: "node3", Action: fencing.ActionOff, Executor: "node2", Epoch: 3}, quorum.Holders{Epoch: 3}, "not recorded"},
+		{"a fence of itself", "node1", driver.FenceRequest{Target: "node2", Action: fencing.ActionOff, Executor: "node2", Epoch: 3, ID: 1}, quorum.Holders{Epoch: 3}, "never fences itself"},
+	} {
+		got := fenceRunRefusal(tc.req, tc.from, "node2", "node1", tc.group)
+		if tc.want == "" && got != "" || tc.want != "" && !strings.Contains(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
