@@ -428,9 +428,15 @@ type Machine struct {
 	expireAt    Time            // next Expire attempt after a failed one
 	bounded     bool            // bound was learned
 	triedFormer map[string]bool // former holders fenced once (they vanished)
-	fenceAt     Time            // next fence attempt while Blocked (or serving)
-	backoff     time.Duration
-	serveFence  bool // a fence of a node beside this one runs while serving
+	// fenceOfPending: the fence under way (Fencing) is of nodes that may
+	// run the storage only, no vanished former: once they are all
+	// confirmed stopped some other way (an admin's confirmation, a
+	// release), it is cancelled rather than left to power off a node that
+	// may have started again since.
+	fenceOfPending bool
+	fenceAt        Time // next fence attempt while Blocked (or serving)
+	backoff        time.Duration
+	serveFence     bool // a fence of a node beside this one runs while serving
 	// blocked says why the takeover is blocked. It holds from the first
 	// failed fence until a fence is confirmed, or the nodes it waited for
 	// are released or confirmed, or the tenure ends: the retries in
@@ -974,7 +980,14 @@ func (m *Machine) gate(in Input) []Action {
 		}
 	}
 	if len(pending) == 0 && !leaseWait && len(vanished) == 0 {
-		return m.pass()
+		var acts []Action
+		if m.phase == Fencing && m.fenceOfPending {
+			// Confirmed stopped while its fence still runs (an admin's
+			// `fencectl confirm`, a release): the fence would only power
+			// off a node that may be starting again.
+			acts = append(acts, Cancel{Epoch: m.epoch})
+		}
+		return append(acts, m.pass()...)
 	}
 	if m.phase == Fencing || m.expiring {
 		return nil // a fence, or the record of an expiry, is under way
@@ -1033,6 +1046,7 @@ func (m *Machine) gate(in Input) []Action {
 	for _, f := range vanished {
 		m.triedFormer[f] = true
 	}
+	m.fenceOfPending = len(vanished) == 0
 	fence := Fence{Epoch: m.epoch, Targets: targets, Reason: fmt.Sprintf("takeover by %s at epoch %d", m.cfg.Self, m.epoch)}
 	if m.phase == Blocked {
 		// A retry: the takeover stays blocked until a fence is confirmed.

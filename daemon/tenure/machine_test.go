@@ -990,3 +990,38 @@ func TestOffLeaderWaitsFromTheGrant(t *testing.T) {
 	}
 	r.want(r.step(nil), Serving, Record{})
 }
+
+// TestConfirmedWhileFencingCancelsTheFence: a takeover whose fence of the
+// former holder is still running (a dead BMC, retried) when an admin
+// confirms the node stopped goes on, and cancels that fence: left
+// running, it would power off the node once it is back and booting again
+// (the nemesis saw it: a confirmed node, restarted, powered off by the
+// fence's next try). A fence that also covers a vanished former is not
+// cancelled: that one is fenced whatever happens.
+func TestConfirmedWhileFencingCancelsTheFence(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.Storage = true })
+	r.view.Unconfirmed["b"] = 1
+	r.want(r.grant(2, Grant{LeaseOf: "b"}), Fencing, AskBound{}, Record{}, Fence{})
+	r.want(r.step(FenceDone{Epoch: 2, Failed: map[string]string{"b": "no answer"}}), Blocked, Record{})
+	r.m.actingUntil = r.now.Add(time.Hour)
+	r.now = r.m.fenceAt
+	r.want(r.step(nil), Fencing, Fence{})
+	// `fencectl confirm b` commits while the retry runs.
+	delete(r.view.Unconfirmed, "b")
+	r.view.LeaseOf = ""
+	r.want(r.step(nil), Mounting, Cancel{}, MountIntent{})
+	// Its late result changes nothing.
+	r.want(r.step(FenceDone{Epoch: 2, Failed: map[string]string{"b": "cancelled"}}), Mounting)
+}
+
+// TestVanishedFormerFenceNotCancelled: a fence of a former holder that
+// vanished runs on when the lease wait ends (a node that disappears
+// uncleanly is fenced).
+func TestVanishedFormerFenceNotCancelled(t *testing.T) {
+	r := newRig(t, nil)
+	r.want(r.grant(2, Grant{LeaseOf: "b"}), Waiting, AskBound{})
+	r.now = r.m.vanishAt
+	r.want(r.step(nil), Fencing, Record{}, Fence{})
+	r.view.LeaseOf = "" // its lease certainly over, the fence still running
+	r.want(r.step(nil), Serving, Record{})
+}
