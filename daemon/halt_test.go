@@ -1,12 +1,14 @@
 package daemon_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/fenced/fenced/daemon"
+	"github.com/fenced/fenced/quorum"
 )
 
 // TestHaltOnNewerEntry: the primary's state machine is handed an entry of
@@ -25,7 +27,7 @@ func TestHaltOnNewerEntry(t *testing.T) {
 		}
 	}
 	fsm := daemon.FSMOf(ip.nodes[i])
-	fsm.Apply(&raft.Log{Index: 1 << 40, Data: []byte(`{"op":"acquire","node":"x","version":3}`)})
+	fsm.Apply(&raft.Log{Index: 1 << 40, Data: []byte(fmt.Sprintf(`{"op":"acquire","node":"x","version":%d}`, quorum.ClusterVersionMax+1))})
 	if h := fsm.Halted(); h == nil {
 		t.Fatal("no halt")
 	}
