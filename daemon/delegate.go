@@ -130,7 +130,46 @@ func (d *Daemon) answerFenceRun(ctx context.Context, from string, body []byte) (
 		"fence_id", req.ID, "epoch", req.Epoch)
 	fctx, cancel := context.WithTimeout(ctx, d.fenceBound(req.Target))
 	defer cancel()
+	go d.cancelOnceConfirmed(fctx, cancel, req)
 	return json.Marshal(d.fence.engine.Fence(fctx, sreq))
+}
+
+// cancelOnceConfirmed ends a fence handed on here (cancel) once the node
+// it was asked for no longer needs one: listed as maybe running its group
+// (or as a former holder) when it began, and listed no more — an admin
+// confirmed it down, it released. The leader's own wait is cancelled then
+// too (its takeover goes on), but only this node can stop the run: left
+// going, its next try powers off a node that may have been brought back
+// (the nemesis saw it). A fence of a node not listed when it began (an
+// admin's `fencectl fence`) runs to its end.
+func (d *Daemon) cancelOnceConfirmed(ctx context.Context, cancel context.CancelFunc, req driver.FenceRequest) {
+	fsm := d.raft.FSM()
+	changed := fsm.Changed() // before looking: no change missed
+	if !listedFor(fsm.HoldersOf(req.Group), req.Target) {
+		return
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		}
+		changed = fsm.Changed()
+		if !listedFor(fsm.HoldersOf(req.Group), req.Target) {
+			d.log.Warn("fence handed on here cancelled: its target is confirmed stopped meanwhile", "target", req.Target,
+				"fence_id", req.ID, "epoch", req.Epoch)
+			cancel()
+			return
+		}
+	}
+}
+
+// listedFor reports whether the group's state lists node as maybe running
+// it, or as a former holder whose lease may run.
+func listedFor(v quorum.Holders, node string) bool {
+	_, unconfirmed := v.Unconfirmed[node]
+	_, former := v.Formers[node]
+	return unconfirmed || former
 }
 
 // fenceRunRefusal says why node self refuses to run req, a fence handed on
