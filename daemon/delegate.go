@@ -143,23 +143,37 @@ func (d *Daemon) answerFenceRun(ctx context.Context, from string, body []byte) (
 // (the nemesis saw it). A fence of a node not listed when it began (an
 // admin's `fencectl fence`) runs to its end.
 func (d *Daemon) cancelOnceConfirmed(ctx context.Context, cancel context.CancelFunc, req driver.FenceRequest) {
-	fsm := d.raft.FSM()
+	if watchConfirmed(ctx, d.raft.FSM(), req) {
+		d.log.Warn("fence handed on here cancelled: its target is confirmed stopped meanwhile", "target", req.Target,
+			"fence_id", req.ID, "epoch", req.Epoch)
+		cancel()
+	}
+}
+
+// replicated is what watchConfirmed reads of the state machine
+// (*quorum.FSM).
+type replicated interface {
+	Changed() <-chan struct{}
+	HoldersOf(group string) quorum.Holders
+}
+
+// watchConfirmed waits until req's target, listed for req's group when it
+// is called, is listed no more (true), or ctx ends (false); false at once
+// if it is not listed.
+func watchConfirmed(ctx context.Context, fsm replicated, req driver.FenceRequest) bool {
 	changed := fsm.Changed() // before looking: no change missed
 	if !listedFor(fsm.HoldersOf(req.Group), req.Target) {
-		return
+		return false
 	}
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case <-changed:
 		}
 		changed = fsm.Changed()
 		if !listedFor(fsm.HoldersOf(req.Group), req.Target) {
-			d.log.Warn("fence handed on here cancelled: its target is confirmed stopped meanwhile", "target", req.Target,
-				"fence_id", req.ID, "epoch", req.Epoch)
-			cancel()
-			return
+			return true
 		}
 	}
 }

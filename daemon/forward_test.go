@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -215,5 +216,46 @@ func TestFenceRunRefusal(t *testing.T) {
 		if tc.want == "" && got != "" || tc.want != "" && !strings.Contains(got, tc.want) {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestWatchConfirmed: a fence handed on here ends once its target, listed
+// when it began, is confirmed stopped (an admin's confirmation commits);
+// one of a node not listed (an admin's fence) is never ended so.
+func TestWatchConfirmed(t *testing.T) {
+	f := quorum.NewFSM(10)
+	i := uint64(0)
+	apply := func(c quorum.Command) {
+		i++
+		b, _ := json.Marshal(c)
+		if err, ok := f.Apply(&raft.Log{Index: i, Data: b}).(error); ok {
+			t.Fatal(err)
+		}
+	}
+	apply(quorum.Command{Op: quorum.OpAcquire, Node: "node2"})
+	apply(quorum.Command{Op: quorum.OpState, Node: "node2", Epoch: 1, State: quorum.HolderMounting})
+	apply(quorum.Command{Op: quorum.OpAcquire, Node: "node1"})
+	req := driver.FenceRequest{Target: "node2", Action: fencing.ActionOff, Epoch: 2, ID: 1}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	got := make(chan bool, 1)
+	go func() { got <- watchConfirmed(ctx, f, req) }()
+	// A change that leaves it listed ends nothing.
+	apply(quorum.Command{Op: quorum.OpStandby, Node: "node3", Flag: true})
+	select {
+	case v := <-got:
+		t.Fatalf("ended (%v) while node2 is still listed", v)
+	case <-time.After(50 * time.Millisecond):
+	}
+	rec := fencing.Record{Kind: fencing.KindConfirm, Target: "node2", Outcome: fencing.OutcomeSuccess, Epoch: 2}
+	apply(quorum.Command{Op: quorum.OpRecord, Record: &rec})
+	if v := <-got; !v {
+		t.Fatal("not ended by the confirmation")
+	}
+	// node3 is not listed: an admin's fence of it is not watched.
+	short, stop := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer stop()
+	if watchConfirmed(short, f, driver.FenceRequest{Target: "node3", Action: fencing.ActionOff}) {
+		t.Fatal("a fence of a node not listed ended")
 	}
 }
