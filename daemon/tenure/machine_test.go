@@ -129,6 +129,21 @@ func (r *rig) grant(e uint64, g Grant) []Action {
 	return r.step(AcquireDone{Grant: g})
 }
 
+// waitsFromGrant: a machine just granted (now) stays in the gate until
+// lease + margin after it, then serves.
+func (r *rig) waitsFromGrant() {
+	r.t.Helper()
+	granted := r.now
+	for r.now < granted.Add(testTiming.Lease+testTiming.Margin) {
+		acts := r.step(nil)
+		if r.m.Phase() != Waiting {
+			r.t.Fatalf("left the gate %s before lease + margin: %s", granted.Add(testTiming.Lease+testTiming.Margin).Sub(r.now), names(acts))
+		}
+		r.now = r.m.Wake(r.now)
+	}
+	r.want(r.step(nil), Serving, Record{})
+}
+
 // serve brings a machine with storage to Serving at epoch e.
 func (r *rig) serve(e uint64) {
 	r.t.Helper()
@@ -205,15 +220,7 @@ func TestFormerLeaseWaitedOut(t *testing.T) {
 	if ab := find[AskBound](t, acts); ab.Former != "b" || ab.Epoch != 2 {
 		t.Fatal(ab)
 	}
-	granted := r.now
-	for r.now < granted.Add(testTiming.Lease+testTiming.Margin) {
-		acts := r.step(nil)
-		if r.m.Phase() != Waiting {
-			t.Fatalf("left the gate %s before lease + margin: %s", granted.Add(testTiming.Lease+testTiming.Margin).Sub(r.now), names(acts))
-		}
-		r.now = r.m.Wake(r.now)
-	}
-	r.want(r.step(nil), Serving, Record{})
+	r.waitsFromGrant()
 }
 
 func TestBoundShortensTheWait(t *testing.T) {
@@ -980,15 +987,7 @@ func TestUncleanNodeNotConfirmedByItsWatchdog(t *testing.T) {
 func TestOffLeaderWaitsFromTheGrant(t *testing.T) {
 	r := newRig(t, func(c *Config) { c.Fenceable = map[string]bool{}; c.OffLeader = true })
 	r.want(r.grant(2, Grant{Previous: "b", LeaseOf: "b"}), Waiting)
-	granted := r.now
-	for r.now < granted.Add(testTiming.Lease+testTiming.Margin) {
-		acts := r.step(nil)
-		if r.m.Phase() != Waiting {
-			t.Fatalf("left the gate %s before lease + margin: %s", granted.Add(testTiming.Lease+testTiming.Margin).Sub(r.now), names(acts))
-		}
-		r.now = r.m.Wake(r.now)
-	}
-	r.want(r.step(nil), Serving, Record{})
+	r.waitsFromGrant()
 }
 
 // TestConfirmedWhileFencingCancelsTheFence: a takeover whose fence of the
