@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -355,7 +356,8 @@ func TestSelfFenceWithoutResetNeedsPower(t *testing.T) {
 // fences it through its power level.
 func TestProbeLeftoverIsFencedByTheHolder(t *testing.T) {
 	state := t.TempDir()
-	c := startCluster(t, devcluster.Options{Nodes: 3, Store: true, BMC: true, Configure: func(cfg *config.Config) {
+	var powerOffs atomic.Int32
+	c := startCluster(t, devcluster.Options{Nodes: 3, Store: true, BMC: true, PowerOff: func(int) { powerOffs.Add(1) }, Configure: func(cfg *config.Config) {
 		// While STATE_DIR/stuck-NODE exists, something of the group runs
 		// there that cannot be stopped: the monitor says running, the
 		// stop fails.
@@ -385,9 +387,10 @@ func TestProbeLeftoverIsFencedByTheHolder(t *testing.T) {
 	confirmDown(t, other, p, "mistaken: its writer still runs")
 	q, e2 := successorWriting(t, c, p, e1)
 	// The takeover's fence may still be in flight when the confirmation
-	// lands: it ends with its try (a held session's power-off waits out
-	// its resends), and a BMC that answered again meanwhile would make it
-	// succeed, so that the fence this test is about never comes.
+	// lands; the confirmation cancels it, and its power-off is never sent
+	// again (this test found a cancelled power-off resent once the BMC
+	// answered again: it powered the restarted node off, unrecorded, so
+	// that the fence this test is about never came).
 	waitUntil(t, "the blocked takeover's fence of "+p.Name+" to end", 20*time.Second, func() bool {
 		for _, r := range history(t, q, p.Name) {
 			if r.Kind == fencing.KindFence && r.Outcome == fencing.OutcomePending {
@@ -419,5 +422,10 @@ func TestProbeLeftoverIsFencedByTheHolder(t *testing.T) {
 	st, err := q.Status(ctxT(t, 5*time.Second))
 	if err != nil || !st.Self.Acting || st.Self.Epoch != e2 {
 		t.Fatalf("the holder after the fence: %+v %v", st.Self, err)
+	}
+	// Powered off once, by that recorded fence (the cancelled one never
+	// reached the BMC).
+	if n := powerOffs.Load(); n != 1 {
+		t.Fatalf("%s was powered off %d times; want once, by the holder's fence", p.Name, n)
 	}
 }

@@ -293,6 +293,7 @@ func (a *Agent) withSession(ctx context.Context, fn func(*session) error) error 
 		return err
 	}
 	err = fn(s)
+	s.settle(ctx)
 	if err == nil || fresh || ctx.Err() != nil || !(agents.IsUnknown(err) || errors.Is(err, agents.ErrAuth)) {
 		s.release()
 		return err
@@ -317,7 +318,17 @@ func (a *Agent) withSession(ctx context.Context, fn func(*session) error) error 
 	a.swapIn(ctx, s2, s)
 	s.release()
 	defer s2.release()
+	defer s2.settle(ctx)
 	return fn(s2)
+}
+
+// settle ends an operation on s: if its caller gave up (ctx ended), the
+// request it left outstanding is abandoned, never resent (a power command
+// must not act after its fence was recorded as not done).
+func (s *session) settle(ctx context.Context) {
+	if ctx.Err() != nil && s.conn != nil {
+		s.conn.abandon()
+	}
 }
 
 // take returns the held session, taken for one operation (a keep-alive on

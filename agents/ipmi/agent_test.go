@@ -532,3 +532,40 @@ func TestOpenIPMIWithoutSuite17(t *testing.T) {
 		t.Fatalf("status with cipher 17 on ipmi_sim = %v; want a failure naming the suite", err)
 	}
 }
+
+// A power command whose caller gave up is never sent again (found by
+// daemon's TestProbeLeftoverIsFencedByTheHolder): go-ipmi returns when
+// the context ends, but its exchange went on underneath, and the session's
+// connection kept resending the power-off until its retries ran out. A
+// fence cancelled because an admin confirmed its target down (or out of
+// its device timeout) then powered the node off after it had been brought
+// back, unrecorded.
+func TestGivenUpPowerCommandIsNotResent(t *testing.T) {
+	bmc, err := ipmisim.StartBMC(ipmisim.BMCConfig{PoweredOn: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bmc.Close()
+	p := simParams(bmc.Host(), bmc.Port(), "17")
+	p["command_timeout"] = "1"
+	p["command_retries"] = "3"
+	a := newAgent(t, p, nil)
+	// The round trip is learnt (about a millisecond): resends go out 0.2,
+	// 0.6 and 1.4 s after the first copy.
+	wantStatus(t, a, agents.StateOn)
+	bmc.SetSilent(true)
+	// Cancelled, as a fence is when its target is confirmed stopped (a
+	// deadline would also end the wait on the socket: go-ipmi passes it on).
+	ctx, cancel := context.WithCancel(context.Background())
+	defer time.AfterFunc(300*time.Millisecond, cancel).Stop()
+	if _, err := a.Command(ctx, agents.StateOff); !errors.Is(err, agents.ErrOutcomeUnknown) {
+		t.Fatalf("power off against a silent BMC = %v; want outcome unknown", err)
+	}
+	bmc.SetSilent(false)
+	time.Sleep(2 * time.Second)
+	if n := bmc.PowerCommands(); n != 0 || !bmc.PoweredOn() {
+		t.Fatalf("the BMC carried out %d power command(s) after the caller gave up (powered on: %v)", n, bmc.PoweredOn())
+	}
+	// The agent goes on with a new session.
+	wantStatus(t, a, agents.StateOn)
+}

@@ -282,6 +282,20 @@ func (c *timedConn) Read(p []byte) (int, error) {
 	}
 }
 
+// abandon gives the outstanding request up: it is not sent again, and the
+// wait for its answer ends now. go-ipmi returns as soon as its caller's
+// context ends, but leaves the exchange running underneath (its goroutine
+// reads on), and the connection would go on resending the request until
+// its retries ran out: a power command given up (a fence cancelled when
+// its target was confirmed stopped) then reached a BMC that answered
+// again, and powered off a node brought back since, unrecorded.
+func (c *timedConn) abandon() {
+	c.mu.Lock()
+	c.last = c.last[:0]
+	c.mu.Unlock()
+	c.interrupt()
+}
+
 // interrupt ends the wait of a request in progress, if any.
 func (c *timedConn) interrupt() {
 	c.mu.Lock()
