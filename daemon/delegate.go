@@ -162,7 +162,7 @@ type replicated interface {
 // if it is not listed.
 func watchConfirmed(ctx context.Context, fsm replicated, req driver.FenceRequest) bool {
 	changed := fsm.Changed() // before looking: no change missed
-	if !listedFor(fsm.HoldersOf(req.Group), req.Target) {
+	if !fsm.HoldersOf(req.Group).Lists(req.Target) {
 		return false
 	}
 	for {
@@ -172,18 +172,10 @@ func watchConfirmed(ctx context.Context, fsm replicated, req driver.FenceRequest
 		case <-changed:
 		}
 		changed = fsm.Changed()
-		if !listedFor(fsm.HoldersOf(req.Group), req.Target) {
+		if !fsm.HoldersOf(req.Group).Lists(req.Target) {
 			return true
 		}
 	}
-}
-
-// listedFor reports whether the group's state lists node as maybe running
-// it, or as a former holder whose lease may run.
-func listedFor(v quorum.Holders, node string) bool {
-	_, unconfirmed := v.Unconfirmed[node]
-	_, former := v.Formers[node]
-	return unconfirmed || former
 }
 
 // fenceRunRefusal says why node self refuses to run req, a fence handed on

@@ -289,6 +289,15 @@ type Holders struct {
 	Placement string
 }
 
+// Lists reports whether the group's state lists node as maybe running the
+// group: unconfirmed, or a former holder whose lease may still run. A node
+// listed for a group it does not hold may be fenced for it at any moment.
+func (h Holders) Lists(node string) bool {
+	_, unconfirmed := h.Unconfirmed[node]
+	_, former := h.Formers[node]
+	return unconfirmed || former
+}
+
 // Holders returns the default group's current Holders.
 func (f *FSM) Holders() Holders { return f.HoldersOf(DefaultGroup) }
 

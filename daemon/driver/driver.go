@@ -413,10 +413,7 @@ func (d *Driver) Group() string { return d.cfg.Group }
 func (d *Driver) listedElsewhere() string {
 	self := d.cfg.Machine.Self
 	for _, g := range d.cfg.OtherGroups {
-		v := d.env.Log.Holders(g)
-		_, listed := v.Unconfirmed[self]
-		_, former := v.Formers[self]
-		if (listed || former) && v.Holder != self {
+		if v := d.env.Log.Holders(g); v.Lists(self) && v.Holder != self {
 			return fmt.Sprintf("listed as maybe running group %s, which %s holds: it may be fenced for it", groupName(g), dash(v.Holder))
 		}
 	}

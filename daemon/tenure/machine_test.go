@@ -133,11 +133,11 @@ func (r *rig) grant(e uint64, g Grant) []Action {
 // lease + margin after it, then serves.
 func (r *rig) waitsFromGrant() {
 	r.t.Helper()
-	granted := r.now
-	for r.now < granted.Add(testTiming.Lease+testTiming.Margin) {
+	until := r.now.Add(testTiming.Lease + testTiming.Margin)
+	for r.now < until {
 		acts := r.step(nil)
 		if r.m.Phase() != Waiting {
-			r.t.Fatalf("left the gate %s before lease + margin: %s", granted.Add(testTiming.Lease+testTiming.Margin).Sub(r.now), names(acts))
+			r.t.Fatalf("left the gate %s before lease + margin: %s", until.Sub(r.now), names(acts))
 		}
 		r.now = r.m.Wake(r.now)
 	}

@@ -36,35 +36,36 @@ func (p *proc) placeStep() {
 	if p.role != leader || w.groups() == 1 || p.placing || p.n.fsm.ClusterVersion() < quorum.GroupsVersion || int64(p.n.local()) < p.placeAt {
 		return
 	}
-	st := p.n.fsm.State()
+	groups := make([]quorum.Holders, w.groups())
+	for g := range groups {
+		groups[g] = p.n.fsm.HoldersOf(groupName(g))
+	}
+	standby := groups[0].Standby
 	now := int64(p.n.local())
 	var nodes []quorum.PlaceNode
 	for _, o := range w.nodes {
 		pn := quorum.PlaceNode{Name: o.name}
 		reached := o == p.n || now-p.peerContact[o.id] < int64(w.ht)
-		pn.Eligible = reached && !w.sc.witness(o.id) && !st.Standby[o.name] && o.proc != nil && o.proc.ineligible() == ""
+		pn.Eligible = reached && !w.sc.witness(o.id) && !standby[o.name] && o.proc != nil && o.proc.ineligible() == ""
 		for g := 1; g < w.groups(); g++ {
 			if until, ok := p.handed[[2]int{g, o.id}]; ok && now < until {
 				pn.Refuses = append(pn.Refuses, groupName(g))
 			}
 		}
-		for _, name := range st.GroupNames() {
-			// Listed, or a former whose lease may run, while another
-			// node holds the group: it may be fenced for it at any
-			// moment (the driver's listedElsewhere). (Its own mount
-			// intent lists the holder too.)
-			g := st.Group(name)
-			_, listed := g.Unconfirmed[o.name]
-			_, former := g.Formers[o.name]
-			if (listed || former) && g.Holder != o.name {
-				pn.Unconfirmed = append(pn.Unconfirmed, name)
+		for g, v := range groups {
+			// Listed while another node holds the group: it may be
+			// fenced for it at any moment (the driver's
+			// listedElsewhere). (Its own mount intent lists the holder
+			// too.)
+			if v.Lists(o.name) && v.Holder != o.name {
+				pn.Unconfirmed = append(pn.Unconfirmed, groupName(g))
 			}
 		}
 		nodes = append(nodes, pn)
 	}
 	current := map[string]string{}
 	for g := 1; g < w.groups(); g++ {
-		current[groupName(g)] = st.Group(groupName(g)).Placement
+		current[groupName(g)] = groups[g].Placement
 	}
 	want := quorum.Place(w.groupSpecs(), nodes, current)
 	for g := 1; g < w.groups(); g++ {

@@ -280,38 +280,13 @@ var errNoLeader = errors.New("no primary-elect: the cluster has no majority lead
 // forward is forwardCommand over the gossip layer's request/response, with
 // the lease as its deadline.
 func (p *proc) forward(c quorum.Command, cb func(error)) {
-	if p.role == leader {
-		p.applyCmd(c, func(_ any, err error) { cb(err) })
-		return
-	}
-	l := p.leaderID
-	if l < 0 {
+	if p.role != leader && p.leaderID < 0 {
+		// At once, not on a timer as forwardMeta answers: the
+		// trajectories of single-group schedules keep their order.
 		cb(errNoLeader)
 		return
 	}
-	answered := false
-	once := func(err error) {
-		if !answered {
-			answered = true
-			cb(err)
-		}
-	}
-	p.timer(p.n.timing().Lease, func() { once(context.DeadlineExceeded) })
-	self := p.n.id
-	p.w.net.send(self, l, 0, func(q *proc) {
-		reply := func(err error) {
-			q.w.net.send(q.n.id, self, 0, func(r *proc) {
-				if r == p {
-					once(err)
-				}
-			})
-		}
-		if q.role != leader {
-			reply(errNoLeader)
-			return
-		}
-		q.applyCmd(c, func(_ any, err error) { reply(err) })
-	})
+	p.forwardMeta(c, meta{origin: p.n.id}, func(_ any, err error) { cb(err) })
 }
 
 // simLog is the driver's Log: the simulated raft and this node's FSM.
