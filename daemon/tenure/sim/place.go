@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/fenced/fenced/daemon/driver"
 	"github.com/fenced/fenced/daemon/tenure"
 	"github.com/fenced/fenced/quorum"
 )
@@ -28,64 +29,21 @@ func (w *World) groupSpecs() []quorum.GroupSpec {
 	return out
 }
 
-// placeStep is the leader's placement: where a group must move (its node
-// silent, standby, ineligible, or listed for another group), it commits
-// the new place, one group at a time.
+// placeStep runs the leader's placement (driver.Placer) on what this node
+// knows of each node: its raft contact, its advertised eligibility, whether
+// it is a witness.
 func (p *proc) placeStep() {
 	w := p.w
-	if p.role != leader || w.groups() == 1 || p.placing || p.n.fsm.ClusterVersion() < quorum.GroupsVersion || int64(p.n.local()) < p.placeAt {
+	if w.groups() == 1 || p.role != leader {
 		return
 	}
-	groups := make([]quorum.Holders, w.groups())
-	for g := range groups {
-		groups[g] = p.n.fsm.HoldersOf(groupName(g))
-	}
-	standby := groups[0].Standby
 	now := int64(p.n.local())
-	var nodes []quorum.PlaceNode
+	var nodes []driver.Candidate
 	for _, o := range w.nodes {
-		pn := quorum.PlaceNode{Name: o.name}
 		reached := o == p.n || now-p.peerContact[o.id] < int64(w.ht)
-		pn.Eligible = reached && !w.sc.witness(o.id) && !standby[o.name] && o.proc != nil && o.proc.ineligible() == ""
-		for g := 1; g < w.groups(); g++ {
-			if until, ok := p.handed[[2]int{g, o.id}]; ok && now < until {
-				pn.Refuses = append(pn.Refuses, groupName(g))
-			}
-		}
-		for g, v := range groups {
-			// Listed while another node holds the group: it may be
-			// fenced for it at any moment (the driver's
-			// listedElsewhere). (Its own mount intent lists the holder
-			// too.)
-			if v.Lists(o.name) && v.Holder != o.name {
-				pn.Unconfirmed = append(pn.Unconfirmed, groupName(g))
-			}
-		}
-		nodes = append(nodes, pn)
+		nodes = append(nodes, driver.Candidate{Name: o.name, Eligible: reached && !w.sc.witness(o.id) && o.proc != nil && o.proc.ineligible() == ""})
 	}
-	current := map[string]string{}
-	for g := 1; g < w.groups(); g++ {
-		current[groupName(g)] = groups[g].Placement
-	}
-	want := quorum.Place(w.groupSpecs(), nodes, current)
-	for g := 1; g < w.groups(); g++ {
-		name := groupName(g)
-		to := want[name]
-		if to == "" || to == current[name] {
-			continue
-		}
-		p.placing = true
-		w.tracef("%s places %s on %s (was %q)", p.n.name, name, to, current[name])
-		p.applyCmd(quorum.Command{Op: quorum.OpPlace, Group: name, Node: to}, func(_ any, err error) {
-			p.placing = false
-			if err != nil {
-				// (Not leading, a transfer under way: again in a while.)
-				p.placeAt = int64(p.n.local()) + int64(p.n.timing().Heartbeat)
-			}
-			p.loopKick()
-		})
-		return
-	}
+	p.placer.Step(true, p.n.fsm.ClusterVersion(), nodes)
 }
 
 // Propose is the driver's write for an OffLeader group: applied here when
@@ -116,23 +74,14 @@ func (l simLog) Move(group, to string, done func(error)) {
 }
 
 // appliedPlace notes a handover this node applied (every node does: a
-// new leader keeps to it).
+// new leader keeps to it): the node that handed the group on is placed
+// there again only after a lease.
 func (q *proc) appliedPlace(data []byte) {
 	var c quorum.Command
 	if json.Unmarshal(data, &c) == nil && c.Op == quorum.OpPlace && c.From != "" {
-		q.handedOn(c)
+		q.placer.HandedOn(c, q.n.local())
+		q.loopKick()
 	}
-}
-
-// handedOn is a node's memory of a committed handover, on its own clock
-// from when it applied it: the node that handed group g on is placed
-// there again only after a lease.
-func (q *proc) handedOn(c quorum.Command) {
-	if q.handed == nil {
-		q.handed = map[[2]int]int64{}
-	}
-	q.handed[[2]int{q.w.groupIndex(c.Group), q.w.node(c.From).id}] = int64(q.n.local()) + int64(q.n.timing().Lease)
-	q.loopKick()
 }
 
 // forwardMeta is forwardCommand with the leader's answer: applied here

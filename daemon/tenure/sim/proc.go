@@ -78,11 +78,7 @@ type proc struct {
 	loopTok int
 	exiting bool
 	inel    map[string]string // why this node may not take primacy, by source
-	placing bool              // the leader's placement of a group is being committed
-	placeAt int64             // no placement before (its clock): the last one failed
-	// handed: the groups handed on, by (group, node), as this node applied
-	// them: until when (its clock) the leader places it there no more.
-	handed map[[2]int]int64
+	placer  *driver.Placer    // the leader's placement of the groups but the default
 }
 
 // gdrv is the daemon's machine for one resource group.
@@ -148,6 +144,8 @@ func (p *proc) start() {
 		p.ds = append(p.ds, d)
 	}
 	p.drv, p.m = p.ds[0].drv, p.ds[0].m
+	p.placer = driver.NewPlacer(driver.PlacerConfig{Groups: w.groupSpecs(), Log: simLog{p}, Clock: simClock{p}, Timing: n.timing(), Kick: p.loopKick,
+		Placed: func(group, to, was string) { w.tracef("%s places %s on %s (was %q)", n.name, group, to, was) }})
 	p.startRaft()
 	p.startDetector()
 	for _, d := range p.ds {
